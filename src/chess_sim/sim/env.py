@@ -1,0 +1,248 @@
+"""ChessEnv: the SO-101 moving one chess piece, as a Gymnasium environment, with chunked stepping."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+
+from chess_sim.config import TRAIN_SEED, EnvConfig, RewardConfig, profile
+from chess_sim.sim.expert import Expert
+from chess_sim.sim.judge import Judge
+from chess_sim.sim.scene import Scene, build_scene, place_task
+from chess_sim.sim.sim_state import ContactReader, Units, snapshot
+from chess_sim.sim.tasks import Task, sample_task
+
+CAMERAS = ("front", "wrist")
+
+
+class ChessEnv(gym.Env):
+    """
+    ## Description
+    An SO-101 arm (LeRobot's follower, simulated in MuJoCo) beside a chessboard; a scene is a chess position
+    reached by random legal plies and one legal, non-capturing pawn or knight move to perform, given in words
+    (`info["instruction"]`, e.g. "Move the white knight from g1 to f3."). Scenes are a pure function of
+    `(seed, index)`.
+
+    ## Action space
+    `Box((6,), float32)`: absolute joint targets at 30 Hz, `shoulder_pan, shoulder_lift, elbow_flex, wrist_flex,
+    wrist_roll` in degrees and `gripper` in 0 (closed) to 100 (open). Targets outside the joint limits are
+    clipped to them; a wrong shape or a non-finite value raises `ValueError`.
+
+    ## Observation space
+    `{"pixels": {"front": (H, W, 3) uint8, "wrist": (H, W, 3) uint8}, "agent_pos": (6,) float32}`: the two
+    cameras and the measured joint positions in the action's units. Without rendering (`EnvConfig.render`
+    False) only `agent_pos`. Every array is a fresh copy.
+
+    ## Rewards
+    `RewardConfig`: `success` once on success; `lift` once when the target is first cleanly lifted;
+    `toppled` / `disturbed` once when that failure first happens. The terms are in `info["reward_terms"]`.
+
+    ## Starting state
+    Arm at its rest pose, gripper open, pieces placed with small offsets and settled for 0.1 s.
+
+    ## Episode end
+    `terminated` on success, `unstable`, and (with `EnvConfig.early_stop`) on an irreversible failure;
+    `truncated` at `EnvConfig.episode_seconds` (a time limit, not a terminal state: value bootstrapping
+    belongs to the learner). `info["end"]` names the end (`judge.ENDS`) and `info["measurements"]` holds
+    `clean_lift, close_lateral_mm, place_error_mm, max_tilt_deg`.
+
+    ## Reset
+    `reset(seed=S, options={"index": I, "check_expert": bool})`. A new `seed` without an index starts at
+    index 0; no seed continues with the next index. `info` holds the task, `torch_seed` and, with
+    `check_expert`, `expert_solvable` (the expert run on a copy of the state).
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
+
+    def __init__(self, cfg: EnvConfig | None = None, reward: RewardConfig | None = None,
+                 render_mode: str | None = None, seed: int = TRAIN_SEED):
+        self.cfg = cfg or profile("baseline")
+        self.reward_cfg = reward or RewardConfig()
+        self.render_mode = render_mode
+        self.scene: Scene = build_scene(self.cfg)
+        self.model = self.scene.model
+        self.data = mujoco.MjData(self.model)
+        self.units = Units(self.scene)
+        self.contacts = ContactReader(self.scene)
+        self.expert = Expert(self.scene, dt=1.0 / self.cfg.physics.control_hz)
+        self.substeps = self.cfg.physics.substeps
+        self.action_space = gym.spaces.Box(self.units.lower.astype(np.float32), self.units.upper.astype(np.float32),
+                                           dtype=np.float32)
+        spaces = {"agent_pos": gym.spaces.Box(self.units.lower.astype(np.float32),
+                                              self.units.upper.astype(np.float32), dtype=np.float32)}
+        size = (self.cfg.camera.height, self.cfg.camera.width, 3)
+        if self.cfg.render:
+            spaces["pixels"] = gym.spaces.Dict({name: gym.spaces.Box(0, 255, size, dtype=np.uint8)
+                                                for name in CAMERAS})
+        self.observation_space = gym.spaces.Dict(spaces)
+        self._renderer: mujoco.Renderer | None = None
+        self._scene_seed = seed
+        self._index = -1
+        self.task: Task | None = None
+
+    # ------------------------------------------------------------------ gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        options = options or {}
+        if seed is not None:
+            self._scene_seed = int(seed)
+        if "index" in options:
+            self._index = int(options["index"])
+        else:
+            self._index = 0 if seed is not None else self._index + 1
+        self.task = sample_task(self._scene_seed, self._index, self.cfg.scene)
+        self.assignment = place_task(self.scene, self.data, self.task, self.expert.home_rad)
+        self.target_slot = self.assignment[self.task.target]
+        self.start_positions = self.data.xpos[[s.body for s in self.scene.slots]].copy()
+        self.judge = Judge(self.cfg.judge, self.cfg.scene.board, early_stop=self.cfg.early_stop)
+        self.steps = 0
+        self._rewarded: set[str] = set()
+        info = self._task_info()
+        if options.get("check_expert"):
+            info["expert_solvable"] = self.expert_solves()
+        return self._observation(), info
+
+    def step(self, action):
+        reward, terminated, truncated, info = self.advance(action)
+        return self._observation(), reward, terminated, truncated, info
+
+    def step_chunk(self, actions):
+        """Execute a chunk of joint targets `(T, 6)`; stops early inside the chunk when the episode ends.
+
+        Returns `(observation after the chunk, summed reward, terminated, truncated, info)`; `info["executed"]`
+        is the number of actions run. Only the final observation is rendered."""
+        actions = np.asarray(actions, dtype=np.float64)
+        if actions.ndim != 2 or actions.shape[1] != 6 or actions.shape[0] == 0:
+            raise ValueError(f"action chunk must have shape (T, 6) with T >= 1, got {actions.shape}")
+        self._check_finite(actions)
+        total, executed = 0.0, 0
+        for action in actions:
+            reward, terminated, truncated, info = self.advance(action)
+            total += reward
+            executed += 1
+            if terminated or truncated:
+                break
+        info["executed"] = executed
+        return self._observation(), total, terminated, truncated, info
+
+    def advance(self, action) -> tuple[float, bool, bool, dict]:
+        """One control step without an observation: `(reward, terminated, truncated, info)`."""
+        action = self._validate(action)
+        self.data.ctrl[:] = self.units.to_rad(np.clip(action, self.units.lower, self.units.upper))
+        for _ in range(self.substeps):
+            mujoco.mj_step(self.model, self.data)
+        self.steps += 1
+        end = self.judge.update(self._snapshot())
+        truncated = False
+        if end is None and self.steps >= self.cfg.max_steps:
+            end = self.judge.timeout_end()
+            truncated = True
+        terminated = end is not None and not truncated
+        reward, terms = self._reward(end)
+        if end == "unstable":  # keep observations finite; the state is meaningless now
+            mujoco.mj_resetData(self.model, self.data)
+        info = self._task_info()
+        info.update(end=end, reward_terms=terms, measurements=self.judge.measurements(), steps=self.steps)
+        return reward, terminated, truncated, info
+
+    def render(self):
+        return self.render_camera("front")
+
+    def close(self):
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+
+    # ------------------------------------------------------------------ expert
+    def expert_action(self) -> np.ndarray:
+        """The scripted expert's next joint target from the current state (it takes over from anywhere)."""
+        if getattr(self.expert, "task", None) is not self.task:
+            self.expert.reset(self.task, self.target_slot)
+        return self.expert.act(self.data)
+
+    def expert_solves(self) -> bool:
+        """Run the expert to the end on a copy of the current state; the episode is left untouched."""
+        saved = (copy.copy(self.data), self.judge, self.steps, set(self._rewarded))
+        try:
+            self.judge = copy.deepcopy(self.judge)
+            self.expert.reset(self.task, self.target_slot)
+            while True:
+                action = self.expert.act(self.data)
+                _, terminated, truncated, info = self.advance(action)
+                if terminated or truncated:
+                    return info["end"] == "success"
+        finally:
+            self.data, self.judge, self.steps, self._rewarded = saved
+            self.expert.reset(self.task, self.target_slot)
+
+    # ------------------------------------------------------------------ internals
+    def _validate(self, action) -> np.ndarray:
+        action = np.asarray(action, dtype=np.float64)
+        if action.shape != (6,):
+            raise ValueError(f"action must have shape (6,), got {action.shape}")
+        self._check_finite(action)
+        return action
+
+    @staticmethod
+    def _check_finite(actions: np.ndarray) -> None:
+        if not np.all(np.isfinite(actions)):
+            bad = "NaN" if np.any(np.isnan(actions)) else "inf"
+            raise ValueError(f"action contains {bad}")
+
+    def _snapshot(self):
+        return snapshot(self.scene, self.data, self.contacts, self.start_positions, self.target_slot,
+                        np.asarray(self.task.goal_xy), clearance_within_mm=self.cfg.judge.place_tolerance_mm)
+
+    def _reward(self, end: str | None) -> tuple[float, dict[str, float]]:
+        cfg = self.reward_cfg
+        terms = {}
+        events = {"success": end == "success", "lift": self.judge.clean_lift,
+                  "toppled": self.judge.failure == "toppled", "disturbed": self.judge.failure == "disturbed"}
+        for name, happened in events.items():
+            if happened and name not in self._rewarded:
+                self._rewarded.add(name)
+                terms[name] = getattr(cfg, name)
+        return float(sum(terms.values())), terms
+
+    def _task_info(self) -> dict:
+        task = self.task
+        return {
+            "instruction": task.instruction, "piece": task.piece, "color": task.color,
+            "from": task.from_square, "to": task.to_square, "move": task.move_uci, "fen": task.fen,
+            "seed": task.seed, "index": task.index, "torch_seed": task.torch_seed,
+        }
+
+    def _state_obs(self) -> dict:
+        q = self.data.qpos[self.scene.arm_qpos]
+        if not np.all(np.isfinite(q)):
+            q = np.zeros(6)
+        return {"agent_pos": self.units.to_units(q).astype(np.float32)}
+
+    def _observation(self) -> dict:
+        observation = self._state_obs()
+        if self.cfg.render:
+            observation["pixels"] = self.camera_images()
+        return observation
+
+    def camera_images(self) -> dict[str, np.ndarray]:
+        """Fresh `(H, W, 3)` uint8 images of the `front` and `wrist` cameras."""
+        return {name: self.render_camera(name) for name in CAMERAS}
+
+    def render_camera(self, camera: str) -> np.ndarray:
+        """A fresh image of a named camera (`front`, `wrist` or `overview`)."""
+        if self._renderer is None:
+            self._renderer = mujoco.Renderer(self.model, self.cfg.camera.height, self.cfg.camera.width)
+        self._renderer.update_scene(self.data, camera=self.scene.cameras[camera])
+        return self._renderer.render().copy()
+
+
+def episode_summary_row(info: dict) -> dict:
+    """One flat row of an episode's outcome (for tables, CSV and JSON)."""
+    row = {key: info[key] for key in ("seed", "index", "piece", "color", "from", "to", "instruction")}
+    row["end"] = info["end"]
+    row.update({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in info["measurements"].items()})
+    return row

@@ -1,0 +1,72 @@
+"""Scripted-expert episodes, one by one or spread over worker processes (one simulator each)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from chess_sim.config import EnvConfig
+from chess_sim.progress import Progress
+from chess_sim.sim.env import ChessEnv, episode_summary_row
+
+_WORKER_ENV: ChessEnv | None = None
+
+
+def run_expert_episode(env: ChessEnv, seed: int, index: int, video: Path | None = None) -> dict:
+    """One episode driven by the expert; returns its summary row (`return` included)."""
+    _, info = env.reset(seed=seed, options={"index": index})
+    recorder = None
+    if video is not None:
+        from chess_sim.video import EpisodeVideo
+
+        recorder = EpisodeVideo(video, info["instruction"], fps=env.cfg.physics.control_hz)
+        recorder.add(env.camera_images(), 0)
+    total = 0.0
+    while True:
+        reward, terminated, truncated, info = env.advance(env.expert_action())
+        total += reward
+        if recorder is not None:
+            recorder.add(env.camera_images(), info["steps"])
+        if terminated or truncated:
+            break
+    if recorder is not None:
+        recorder.close(info["end"])
+    row = episode_summary_row(info)
+    row["return"] = total
+    row["seconds"] = info["steps"] / env.cfg.physics.control_hz
+    return row
+
+
+def _init_worker(cfg: EnvConfig) -> None:
+    global _WORKER_ENV
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    _WORKER_ENV = ChessEnv(cfg)
+
+
+def _worker_episode(job: tuple[int, int, str | None]) -> dict:
+    seed, index, video = job
+    return run_expert_episode(_WORKER_ENV, seed, index, Path(video) if video else None)
+
+
+def run_expert_episodes(cfg: EnvConfig, seed: int, episodes: int, workers: int = 1,
+                        video_dir: Path | None = None, videos: int = 0, label: str = "expert") -> list[dict]:
+    """Episodes `(seed, 0..episodes-1)` in index order; the first `videos` are filmed into `video_dir`."""
+    cfg = replace(cfg, render=False)
+    jobs = [(seed, i, str(video_dir / f"episode_{i:04d}.mp4") if video_dir and i < videos else None)
+            for i in range(episodes)]
+    progress = Progress(episodes, label)
+    rows = []
+    if workers <= 1:
+        _init_worker(cfg)
+        for job in jobs:
+            rows.append(_worker_episode(job))
+            progress.advance(note=f"success {sum(r['end'] == 'success' for r in rows)}/{len(rows)}")
+    else:
+        with mp.get_context("spawn").Pool(workers, initializer=_init_worker, initargs=(cfg,)) as pool:
+            for row in pool.imap(_worker_episode, jobs):
+                rows.append(row)
+                progress.advance(note=f"success {sum(r['end'] == 'success' for r in rows)}/{len(rows)}")
+    progress.close()
+    return rows

@@ -1,0 +1,298 @@
+"""The scripted expert: closed-loop pick-and-place by inverse kinematics.
+
+`Expert.act(data)` returns the next joint target (LeRobot units, (6,)). It plans from what it measures, so it
+can take over from any state of an episode: if the target piece is held between both pads it places it; if
+it stands on its goal square it retreats; otherwise it picks it up. A plan is a list of joint targets at the
+control rate, made of straight Cartesian segments solved by `ik.ArmIK`; after each phase the next is planned
+from the new state.
+
+Grasp geometry (measured while scoping): the fixed jaw stays put and the moving jaw pushes the piece against
+it, so the tcp aims `GRASP_OFFSET` past the piece axis towards the moving jaw. Pawns are gripped with the jaws
+closing along the rank, knights across their body. Far squares need the approach tilted away from the base;
+the same tilt is used to pick and to place, so the piece stays upright in the jaws.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from chess_sim.sim.ik import ArmIK, Pose, Solution, grasp_pose
+from chess_sim.sim.pieces import PieceShape, piece_shape
+from chess_sim.sim.scene import PAD_Z, Scene
+from chess_sim.sim.sim_state import ContactReader, Units
+from chess_sim.sim.tasks import Task
+
+HOME_TCP = np.array([0.19, 0.0, 0.11])
+HOME_TILT_DEG = 30.0
+"""Rest pose of the tcp: above the near ranks, tilted so the wrist camera looks across the board."""
+GRIPPER_OPEN_RAD = 0.03
+"""Jaw faces 6 and 12 mm either side of the piece axis: room for a 4-4.3 mm grasp section plus the 2 mm
+offset, while the moving finger's outside stays clear of a neighbour 25 mm away (0.1 rad already hits it)."""
+GRIPPER_CLOSED_RAD = -0.17
+"""Closed command: the force limit, not the position, sets the squeeze."""
+GRASP_OFFSET = 0.0032
+"""tcp aims this far past the piece axis towards the moving jaw: the fixed pad (7.9 mm from the tcp) then
+stands 0.7 mm from a 4 mm grasp section, and closing pushes the piece less than a millimetre."""
+HOVER = 0.05
+"""Height above the grasp / place point where descents start and retreats end."""
+CARRY_CLEARANCE = 0.05
+"""The carried piece's base travels this high above the board: a knight may jump over a king (44 mm)."""
+PLACE_PRESS = 0.0005
+"""Lower the piece until its base is 0.5 mm below the surface: contact, then release (releasing 1.5 mm
+above made it jump 2-3 mm)."""
+RELEASE_SHIFT = 0.0015
+"""After opening, the tcp backs this far away from the fixed pad (which still touches the piece) before rising."""
+TILTS_DEG = (0.0, 8.0, 16.0, 24.0, 32.0)
+"""Approach tilts tried in order; the smallest reachable for both pick and place wins."""
+ARM_SPEED = 1.2
+"""rad/s of the fastest joint on free moves."""
+LINEAR_SPEED = 0.06
+"""m/s on descents, lifts and retreats."""
+SEGMENT_STEP = 0.01
+"""IK points every 1 cm along straight segments."""
+
+
+class Unreachable(Exception):
+    """No IK solution for a waypoint of the plan being built."""
+
+
+@dataclass(frozen=True)
+class Grip:
+    tilt: float
+    pick_closing: np.ndarray
+    place_closing: np.ndarray
+
+
+class Expert:
+    """Closed-loop scripted controller for one scene at a time (`reset`, then `act` every control step)."""
+
+    def __init__(self, scene: Scene, dt: float, seed: int = 0):
+        self.scene = scene
+        self.dt = dt
+        self.units = Units(scene)
+        self.ik = ArmIK(scene.model, scene.arm_qpos, scene.arm_dof, scene.tcp_site)
+        self.contacts = ContactReader(scene)
+        self.rng = np.random.default_rng(seed)
+        self.home_rad = self._solve_home()
+        self.plan: list[np.ndarray] = []
+        self.phase = "idle"
+        self.last_target = self.home_rad
+
+    def _solve_home(self) -> np.ndarray:
+        pose = grasp_pose(HOME_TCP, np.array([0.0, 1.0, 0.0]), np.deg2rad(HOME_TILT_DEG))
+        solution = self.ik.solve(pose, np.zeros(5), np.random.default_rng(0))
+        return np.append(solution.q, GRIPPER_OPEN_RAD)
+
+    def home_units(self) -> np.ndarray:
+        return self.units.to_units(self.home_rad)
+
+    def reset(self, task: Task, target_slot: int) -> None:
+        self.task = task
+        self.target = target_slot
+        self.shape: PieceShape = piece_shape(task.piece)
+        self.goal = np.asarray(task.goal_xy, float)
+        self.yaw = task.pieces[task.target].yaw
+        self.plan = []
+        self.phase = "idle"
+        self.grip: Grip | None = None
+        self.last_target = self.home_rad
+
+    # ---------------------------------------------------------------- state
+    def _arm_rad(self, data: mujoco.MjData) -> np.ndarray:
+        return data.qpos[self.scene.arm_qpos].copy()
+
+    def _piece(self, data: mujoco.MjData) -> tuple[np.ndarray, np.ndarray]:
+        body = self.scene.slots[self.target].body
+        return data.xpos[body].copy(), data.xmat[body].reshape(3, 3).copy()
+
+    def _held(self, data: mujoco.MjData) -> bool:
+        pads, _ = self.contacts.jaw_contacts(data, self.target)
+        return pads == 2
+
+    def _placed(self, data: mujoco.MjData) -> bool:
+        position, _ = self._piece(data)
+        return (np.linalg.norm(position[:2] - self.goal) < 0.004
+                and position[2] - self.scene.board_top < 0.002)
+
+    # ---------------------------------------------------------------- control
+    def act(self, data: mujoco.MjData) -> np.ndarray:
+        """Next joint target, (6,) float32 in degrees / gripper 0-100."""
+        if not self.plan:
+            self._replan(data)
+        self.last_target = self.plan.pop(0)
+        return self.units.to_units(self.last_target).astype(np.float32)
+
+    def _plan_phase(self, data: mujoco.MjData) -> None:
+        q = self._arm_rad(data)
+        if self.phase == "done":
+            self.plan = [self.last_target]
+        elif self._held(data):
+            self.phase = "place"
+            self.plan = self._plan_place(data, q)
+        elif self._placed(data):
+            self.phase = "done" if self.phase == "retreat" else "retreat"
+            self.plan = self._plan_retreat(q) if self.phase == "retreat" else [self.home_rad]
+        else:
+            self.phase = "pick"
+            self.plan = self._plan_pick(data, q)
+
+    def _replan(self, data: mujoco.MjData) -> None:
+        try:
+            self._plan_phase(data)
+        except Unreachable:  # hold still rather than flail
+            self.phase = "done"
+            self.plan = [self.last_target]
+
+    # ---------------------------------------------------------------- plans
+    def _choose_grip(self, pick_point: np.ndarray, place_point: np.ndarray) -> Grip | None:
+        along_rank = np.array([0.0, 1.0, 0.0])
+        hint = along_rank if self.task.piece == "pawn" else np.array([-np.sin(self.yaw), np.cos(self.yaw), 0.0])
+        if hint[1] < 0:
+            hint = -hint
+        for tilt_deg in TILTS_DEG:
+            tilt = np.deg2rad(tilt_deg)
+            for sign in (1.0, -1.0):
+                pick_c = _closing_for(pick_point, sign * hint, tilt)
+                place_c = _closing_for(place_point, pick_c if tilt == 0 else sign * hint, tilt)
+                poses = [grasp_pose(p + dz, c, tilt) for p, c in ((pick_point, pick_c), (place_point, place_c))
+                         for dz in (np.zeros(3), np.array([0, 0, HOVER + 0.01]))]
+                if all(self._reachable(pose) for pose in poses):
+                    return Grip(tilt=tilt, pick_closing=pick_c, place_closing=place_c)
+        return None
+
+    def _reachable(self, pose: Pose) -> bool:
+        return self.ik.solve(pose, self.home_rad[:5], self.rng, restarts=6).ok
+
+    def _plan_pick(self, data: mujoco.MjData, q: np.ndarray) -> list[np.ndarray]:
+        position, _ = self._piece(data)
+        pick = position + np.array([0.0, 0.0, self.shape.grasp_height])
+        place = np.array([self.goal[0], self.goal[1], self.scene.board_top + self.shape.grasp_height])
+        self.grip = self._choose_grip(pick, place)
+        if self.grip is None:
+            raise Unreachable("no approach tilt reaches both squares")
+        c = self.grip.pick_closing
+        aim = pick + GRASP_OFFSET * c
+        hover = aim + np.array([0.0, 0.0, HOVER])
+        lift = aim + np.array([0.0, 0.0, CARRY_CLEARANCE + 0.005])
+        plan: list[np.ndarray] = []
+        q_open = np.append(q[:5], GRIPPER_OPEN_RAD)
+        plan += self._hold(q_open, 0.3, start=np.append(q[:5], q[5]))
+        plan += self._free_move(q_open, hover, c)
+        plan += self._line(plan[-1], hover, aim, c, GRIPPER_OPEN_RAD)
+        plan += self._gripper(plan[-1], GRIPPER_CLOSED_RAD, 0.6)
+        plan += self._line(plan[-1], aim, lift, c, GRIPPER_CLOSED_RAD)
+        return plan
+
+    def _plan_place(self, data: mujoco.MjData, q: np.ndarray) -> list[np.ndarray]:
+        position, _ = self._piece(data)
+        tcp = data.site_xpos[self.scene.tcp_site].copy()
+        rot = data.site_xmat[self.scene.tcp_site].reshape(3, 3)
+        grip = self.grip or Grip(tilt=0.0, pick_closing=rot[:, 0], place_closing=rot[:, 0])
+        in_hand = rot.T @ (position - tcp)  # piece base in the tcp frame
+        c = _closing_for(np.array([*self.goal, 0.0]), grip.place_closing, grip.tilt)
+        pose = grasp_pose(np.array([*self.goal, 0.1]), c, grip.tilt)
+        rot_place = np.column_stack([pose.closing, np.cross(-pose.approach, pose.closing), -pose.approach])
+        base_goal = np.array([self.goal[0], self.goal[1], self.scene.board_top - PLACE_PRESS])
+        tcp_goal = base_goal - rot_place @ in_hand
+        carry_z = max(tcp[2], tcp_goal[2] + CARRY_CLEARANCE)
+        above = tcp_goal + np.array([0.0, 0.0, carry_z - tcp_goal[2]])
+        near = tcp_goal + np.array([0.0, 0.0, 0.01])
+        closed = GRIPPER_CLOSED_RAD
+        plan: list[np.ndarray] = []
+        plan += self._line(np.append(q[:5], closed), tcp, np.array([tcp[0], tcp[1], carry_z]), rot[:, 0], closed,
+                           keep_orientation=True)
+        plan += self._free_move(plan[-1] if plan else np.append(q[:5], closed), above, c, gripper=closed)
+        plan += self._line(plan[-1], above, near, c, closed)
+        plan += self._line(plan[-1], near, tcp_goal, c, closed, speed=LINEAR_SPEED / 3)
+        plan += self._gripper(plan[-1], GRIPPER_OPEN_RAD, 0.4)
+        # The piece was pushed against the fixed pad: step away from it before rising, or it drags the piece.
+        unstick = tcp_goal - RELEASE_SHIFT * c
+        plan += self._line(plan[-1], tcp_goal, unstick, c, GRIPPER_OPEN_RAD, speed=LINEAR_SPEED / 3)
+        plan += self._line(plan[-1], unstick, unstick + np.array([0.0, 0.0, HOVER]), c, GRIPPER_OPEN_RAD)
+        return plan
+
+    def _plan_retreat(self, q: np.ndarray) -> list[np.ndarray]:
+        q_open = np.append(q[:5], GRIPPER_OPEN_RAD)
+        return self._hold(q_open, 0.2, start=q) + self._joint_move(q_open, self.home_rad)
+
+    # ---------------------------------------------------------------- trajectory pieces
+    def _solve(self, position: np.ndarray, closing: np.ndarray, q_near: np.ndarray) -> Solution:
+        pose = grasp_pose(position, closing, self.grip.tilt if self.grip else 0.0)
+        return self.ik.solve(pose, q_near[:5], self.rng, fallback=self.home_rad[:5])
+
+    def _free_move(self, q_from: np.ndarray, position: np.ndarray, closing: np.ndarray,
+                   gripper: float = GRIPPER_OPEN_RAD) -> list[np.ndarray]:
+        solution = self._solve(position, closing, q_from)
+        if not solution.ok:
+            raise Unreachable(f"tcp position {position}")
+        return self._joint_move(q_from, np.append(solution.q, gripper))
+
+    def _joint_move(self, q_from: np.ndarray, q_to: np.ndarray) -> list[np.ndarray]:
+        seconds = max(0.4, float(np.abs(q_to[:5] - q_from[:5]).max()) / ARM_SPEED)
+        return _smooth(q_from, q_to, max(1, round(seconds / self.dt)))
+
+    def _line(self, q_from: np.ndarray, start: np.ndarray, end: np.ndarray, closing: np.ndarray, gripper: float,
+              speed: float = LINEAR_SPEED, keep_orientation: bool = False) -> list[np.ndarray]:
+        """Straight tcp segment: IK every SEGMENT_STEP, joint-space interpolation between them."""
+        length = float(np.linalg.norm(end - start))
+        points = max(1, int(np.ceil(length / SEGMENT_STEP)))
+        steps_per_point = max(1, round(length / speed / self.dt / points))
+        plan: list[np.ndarray] = []
+        q = np.append(q_from[:5], gripper)
+        for k in range(1, points + 1):
+            target = start + (end - start) * k / points
+            if keep_orientation:
+                q_next = self._track(q, target)
+            else:
+                solution = self._solve(target, closing, q)
+                if not solution.ok:
+                    raise Unreachable(f"tcp position {target}")
+                q_next = np.append(solution.q, gripper)
+            plan += _smooth(q, q_next, steps_per_point, ease=(k == 1, k == points))
+            q = q_next
+        return plan
+
+    def _track(self, q: np.ndarray, target: np.ndarray) -> np.ndarray:
+        """Move the tcp to `target` keeping its current orientation (lifting a piece held at any angle)."""
+        _, rot = self.ik.forward(q[:5])
+        pose = Pose(position=target, approach=-rot[:, 2], closing=rot[:, 0])
+        solution = self.ik.solve(pose, q[:5], self.rng, restarts=2, fallback=self.home_rad[:5])
+        if not solution.ok:
+            raise Unreachable(f"tcp position {target}")
+        return np.append(solution.q, q[5])
+
+    def _gripper(self, q: np.ndarray, value: float, seconds: float) -> list[np.ndarray]:
+        target = q.copy()
+        target[5] = value
+        steps = max(1, round(seconds / self.dt))
+        half = steps // 2
+        return _smooth(q, target, half) + [target] * (steps - half)
+
+    def _hold(self, q: np.ndarray, seconds: float, start: np.ndarray) -> list[np.ndarray]:
+        return _smooth(start, q, max(1, round(seconds / self.dt)))
+
+
+def _closing_for(point: np.ndarray, hint: np.ndarray, tilt: float) -> np.ndarray:
+    """Closing direction at `point`: the hint when approaching vertically; with a tilt it must be horizontal
+    and perpendicular to the radial plane, so the tangential direction nearest the hint."""
+    if tilt == 0.0:
+        return hint / np.linalg.norm(hint)
+    radial = np.array([point[0], point[1], 0.0]) / np.linalg.norm(point[:2])
+    tangent = np.cross([0.0, 0.0, 1.0], radial)
+    return tangent if np.dot(tangent, hint) >= 0 else -tangent
+
+
+def _smooth(q_from: np.ndarray, q_to: np.ndarray, steps: int, ease: tuple[bool, bool] = (True, True)
+            ) -> list[np.ndarray]:
+    """`steps` targets from q_from (excluded) to q_to (included) on a cosine (ease-in/out) profile."""
+    s = np.arange(1, steps + 1) / steps
+    if ease == (True, True):
+        s = 0.5 - 0.5 * np.cos(np.pi * s)
+    elif ease[0]:
+        s = 1.0 - np.cos(0.5 * np.pi * s)
+    elif ease[1]:
+        s = np.sin(0.5 * np.pi * s)
+    return [q_from + (q_to - q_from) * si for si in s]

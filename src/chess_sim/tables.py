@@ -1,0 +1,46 @@
+"""Terminal tables and CSV files of episode outcomes."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from chess_sim.summary import ENDS
+
+
+def _pct(value: float | None) -> str:
+    return "   -  " if value is None else f"{100 * value:5.1f}%"
+
+
+def _ci(pair) -> str:
+    return f"[{100 * pair[0]:4.1f}, {100 * pair[1]:5.1f}]"
+
+
+def outcome_table(summary: dict) -> str:
+    """One screen: rates with 95% Wilson intervals, end reasons, medians."""
+    lines = [f"episodes {summary['episodes']}"]
+    for key in ("success", "success_pawn", "success_knight", "clean_lift", "disturbed", "toppled"):
+        lines.append(f"  {key:<16}{_pct(summary[key])}  95% CI {_ci(summary[key + '_ci'])}")
+    ends = "  ".join(f"{end} {summary['ends'][end]}" for end in ENDS)
+    lines.append(f"  ends            {ends}")
+    for key in ("close_mm_median", "place_error_mm_median"):
+        value = summary.get(key)
+        lines.append(f"  {key:<22}{'-' if value is None else f'{value:.2f} mm'}")
+    lines.append(f"  return (mean)         {summary['return']:.3f}" if summary["return"] is not None else "")
+    return "\n".join(line for line in lines if line)
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    """Atomic write of one row per episode; columns in the order of the first row."""
+    if not rows:
+        return
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None else (f"{v:.4f}" if isinstance(v, float) else v)) for k, v in row.items()})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(buffer.getvalue())
+    tmp.replace(path)

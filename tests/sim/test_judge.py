@@ -1,0 +1,116 @@
+"""Judge rules on hand-made states: 3 pieces, target is piece 0, goal square centre at (0.2, 0.0)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from chess_sim.config import BoardConfig, JudgeConfig
+from chess_sim.sim.judge import Judge, Snapshot, tilt_deg
+
+TOP = 0.006
+GOAL = np.array([0.2, 0.0])
+START = np.array([[0.175, 0.0, TOP], [0.2, 0.025, TOP], [0.225, -0.05, TOP]])
+UPRIGHT = np.tile([0.0, 0.0, 1.0], (3, 1))
+
+
+def snap(positions=None, up=None, touching=False, pads=0, clearance=50.0, speed=0.0, max_speed=0.0,
+         jaw_centre=(0.175, 0.0, 0.02)):
+    return Snapshot(
+        positions=np.array(START if positions is None else positions, float),
+        up=np.array(UPRIGHT if up is None else up, float), start=START, target=0, goal_xy=GOAL,
+        board_top=TOP, target_speed=speed, max_speed=max_speed, jaws_on_target=pads,
+        gripper_touches_target=touching, gripper_clearance_mm=clearance, jaw_centre=np.array(jaw_centre))
+
+
+def judge(early_stop=False):
+    return Judge(JudgeConfig(), BoardConfig(), early_stop=early_stop)
+
+
+def moved(target_xyz, others=None):
+    positions = START.copy()
+    positions[0] = target_xyz
+    if others is not None:
+        positions[1:] = others
+    return positions
+
+
+def tilted(degrees, index=0):
+    up = UPRIGHT.copy()
+    up[index] = [math.sin(math.radians(degrees)), 0.0, math.cos(math.radians(degrees))]
+    return up
+
+
+def test_piece_placed_1mm_off_is_success():
+    j = judge()
+    assert j.update(snap(moved([0.201, 0.0, TOP]))) == "success"
+    assert j.measurements()["place_error_mm"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_piece_placed_outside_tolerance_is_not_success():
+    j = judge()
+    assert j.update(snap(moved([0.2 + 0.007, 0.0, TOP]))) is None
+    assert j.timeout_end() == "timeout"
+
+
+def test_not_released_or_gripper_too_close_is_not_success():
+    on_goal = moved([0.2, 0.0, TOP])
+    assert judge().update(snap(on_goal, touching=True, pads=2)) is None
+    assert judge().update(snap(on_goal, clearance=5.0)) is None
+    assert judge().update(snap(on_goal, clearance=10.0)) == "success"
+
+
+def test_toppled_target_ends_only_with_early_stop():
+    lying = tilted(80.0)
+    j = judge()
+    assert j.update(snap(up=lying)) is None
+    assert j.timeout_end() == "toppled"
+    assert judge(early_stop=True).update(snap(up=lying)) == "toppled"
+
+
+def test_neighbour_pushed_5mm_is_disturbed_and_blocks_success():
+    others = START[1:].copy()
+    others[0, 1] += 0.005
+    j = judge(early_stop=False)
+    assert j.update(snap(moved([0.2, 0.0, TOP], others))) is None  # on goal, but a neighbour moved
+    assert j.timeout_end() == "disturbed"
+    assert judge(early_stop=True).update(snap(moved(START[0], others))) == "disturbed"
+
+
+def test_neighbour_pushed_2mm_is_tolerated():
+    others = START[1:].copy()
+    others[0, 1] += 0.002
+    assert judge().update(snap(moved([0.2, 0.0, TOP], others))) == "success"
+
+
+def test_piece_released_in_the_air_is_dropped():
+    j = judge()
+    assert j.update(snap(moved([0.19, 0.0, TOP + 0.03]), speed=0.3)) is None
+    assert j.dropped
+    assert j.timeout_end() == "dropped"
+
+
+def test_knight_rotated_about_its_axis_still_counts_upright():
+    yawed = UPRIGHT.copy()  # yaw leaves the axis vertical
+    assert judge().update(snap(moved([0.2, 0.0, TOP]), up=yawed)) == "success"
+    assert judge().update(snap(moved([0.2, 0.0, TOP]), up=tilted(20.0))) is None
+
+
+def test_clean_lift_and_close_lateral():
+    j = judge()
+    j.update(snap(moved([0.175, 0.0, TOP + 0.021]), touching=True, pads=2, jaw_centre=(0.178, 0.004, 0.03)))
+    m = j.measurements()
+    assert m["clean_lift"] is True
+    assert m["close_lateral_mm"] == pytest.approx(5.0, abs=1e-6)
+
+
+def test_unstable_on_nan_or_speed():
+    assert judge().update(snap(max_speed=50.0)) == "unstable"
+    bad = START.copy()
+    bad[2, 0] = np.nan
+    assert judge().update(snap(bad)) == "unstable"
+
+
+def test_tilt_deg_hand_values():
+    up = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
+    assert tilt_deg(up) == pytest.approx([0.0, 90.0, 45.0])
