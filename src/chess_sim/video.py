@@ -8,7 +8,7 @@ import imageio.v2 as imageio
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-BANNER = 22
+BANNER = 24
 """Pixels of the text strip above the images."""
 OUTCOME_SECONDS = 1.0
 """The final frame is held this long with the outcome written on it."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import math
 
 import gymnasium as gym
 import mujoco
@@ -244,5 +243,5 @@ def episode_summary_row(info: dict) -> dict:
     """One flat row of an episode's outcome (for tables, CSV and JSON)."""
     row = {key: info[key] for key in ("seed", "index", "piece", "color", "from", "to", "instruction")}
     row["end"] = info["end"]
-    row.update({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in info["measurements"].items()})
+    row.update(info["measurements"])
     return row

@@ -33,9 +33,10 @@ GRIPPER_OPEN_RAD = 0.03
 offset, while the moving finger's outside stays clear of a neighbour 25 mm away (0.1 rad already hits it)."""
 GRIPPER_CLOSED_RAD = -0.17
 """Closed command: the force limit, not the position, sets the squeeze."""
-GRASP_OFFSET = 0.0032
-"""tcp aims this far past the piece axis towards the moving jaw: the fixed pad (7.9 mm from the tcp) then
-stands 0.7 mm from a 4 mm grasp section, and closing pushes the piece less than a millimetre."""
+GRASP_OFFSET = 0.0024
+"""tcp aims this far past the piece axis towards the moving jaw. The fixed pad (7.9 mm from the tcp) then
+passes 1 mm from the widest part it sweeps on the way down (the pawn's 4.5 mm head; 0.2 mm clearance
+tipped pawns) and stands 1.5 mm from the 4 mm grasp section, which closing pushes against it."""
 HOVER = 0.05
 """Height above the grasp / place point where descents start and retreats end."""
 CARRY_CLEARANCE = 0.05
@@ -108,6 +109,13 @@ class Expert:
         body = self.scene.slots[self.target].body
         return data.xpos[body].copy(), data.xmat[body].reshape(3, 3).copy()
 
+    def _neighbours(self, data: mujoco.MjData) -> np.ndarray:
+        """(M, 2) positions of the other pieces standing on the board."""
+        bodies = [slot.body for i, slot in enumerate(self.scene.slots) if i != self.target]
+        positions = data.xpos[bodies]
+        on_board = np.abs(positions[:, 2] - self.scene.board_top) < 0.005
+        return positions[on_board, :2]
+
     def _held(self, data: mujoco.MjData) -> bool:
         pads, _ = self.contacts.jaw_contacts(data, self.target)
         return pads == 2
@@ -147,16 +155,21 @@ class Expert:
             self.plan = [self.last_target]
 
     # ---------------------------------------------------------------- plans
-    def _choose_grip(self, pick_point: np.ndarray, place_point: np.ndarray) -> Grip | None:
+    def _choose_grip(self, pick_point: np.ndarray, place_point: np.ndarray, neighbours: np.ndarray
+                     ) -> Grip | None:
+        """Smallest tilt that reaches both squares; of the two ways round, the moving jaw (which opens
+        farther from the piece than the fixed one) goes to the side with more room first."""
         along_rank = np.array([0.0, 1.0, 0.0])
         hint = along_rank if self.task.piece == "pawn" else np.array([-np.sin(self.yaw), np.cos(self.yaw), 0.0])
-        if hint[1] < 0:
-            hint = -hint
         for tilt_deg in TILTS_DEG:
             tilt = np.deg2rad(tilt_deg)
+            candidates = []
             for sign in (1.0, -1.0):
                 pick_c = _closing_for(pick_point, sign * hint, tilt)
                 place_c = _closing_for(place_point, pick_c if tilt == 0 else sign * hint, tilt)
+                room = min(_jaw_room(pick_point, pick_c, neighbours), _jaw_room(place_point, place_c, neighbours))
+                candidates.append((room, sign, pick_c, place_c))
+            for _, _, pick_c, place_c in sorted(candidates, key=lambda item: (-item[0], -item[1])):
                 poses = [grasp_pose(p + dz, c, tilt) for p, c in ((pick_point, pick_c), (place_point, place_c))
                          for dz in (np.zeros(3), np.array([0, 0, HOVER + 0.01]))]
                 if all(self._reachable(pose) for pose in poses):
@@ -170,7 +183,7 @@ class Expert:
         position, _ = self._piece(data)
         pick = position + np.array([0.0, 0.0, self.shape.grasp_height])
         place = np.array([self.goal[0], self.goal[1], self.scene.board_top + self.shape.grasp_height])
-        self.grip = self._choose_grip(pick, place)
+        self.grip = self._choose_grip(pick, place, self._neighbours(data))
         if self.grip is None:
             raise Unreachable("no approach tilt reaches both squares")
         c = self.grip.pick_closing
@@ -273,6 +286,20 @@ class Expert:
 
     def _hold(self, q: np.ndarray, seconds: float, start: np.ndarray) -> list[np.ndarray]:
         return _smooth(start, q, max(1, round(seconds / self.dt)))
+
+
+MOVING_JAW_REACH = 0.017
+"""Horizontal distance from a gripped piece's axis to the middle of the open moving jaw (the fixed jaw's
+is ~8 mm): what neighbours on that side must clear."""
+FIXED_JAW_REACH = 0.008
+
+
+def _jaw_room(point: np.ndarray, closing: np.ndarray, neighbours: np.ndarray) -> float:
+    """Smallest distance from either open jaw to a neighbouring piece's axis (m)."""
+    if len(neighbours) == 0:
+        return np.inf
+    jaws = [point[:2] + MOVING_JAW_REACH * closing[:2], point[:2] - FIXED_JAW_REACH * closing[:2]]
+    return float(min(np.linalg.norm(neighbours - jaw, axis=1).min() for jaw in jaws))
 
 
 def _closing_for(point: np.ndarray, hint: np.ndarray, tilt: float) -> np.ndarray:

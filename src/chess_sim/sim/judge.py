@@ -137,11 +137,13 @@ class Judge:
         reason = self.failure or ("dropped" if self.dropped else "timeout")
         return self._end(reason)
 
-    def measurements(self) -> dict[str, float | bool]:
+    def measurements(self) -> dict[str, float | bool | None]:
+        """The episode's measurements so far; None where not measured yet (the gripper never closed on the
+        target), so equal episodes give equal dicts and the values serialise to JSON."""
         return {
             "clean_lift": self.clean_lift,
-            "close_lateral_mm": self.close_lateral_mm,
-            "place_error_mm": self.place_error_mm,
+            "close_lateral_mm": None if math.isnan(self.close_lateral_mm) else self.close_lateral_mm,
+            "place_error_mm": None if math.isnan(self.place_error_mm) else self.place_error_mm,
             "max_tilt_deg": self.max_tilt_deg,
         }
 

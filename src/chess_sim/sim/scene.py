@@ -43,9 +43,9 @@ ARM_COLLISION_BODIES = ("upper_arm", "lower_arm", "wrist")
 """Links whose convex hulls collide with pieces; the gripper body's hull would fill the gap between the jaws,
 so the jaws get primitive boxes instead."""
 
-FRONT_CAMERA = ((0.62, 0.0, 0.40), (0.24, 0.0, 0.02))
+FRONT_CAMERA = ((0.52, 0.0, 0.30), (0.21, 0.0, 0.03))
 """(position, look-at) of the fixed `front` camera: across the board, facing the robot."""
-OVERVIEW_CAMERA = ((0.30, -0.55, 0.38), (0.22, 0.0, 0.06))
+OVERVIEW_CAMERA = ((0.32, -0.40, 0.30), (0.21, 0.0, 0.06))
 """(position, look-at) of the `overview` camera used by `chess-sim scene`."""
 KEY_LIGHT_POS = (0.35, 0.25, 1.0)
 

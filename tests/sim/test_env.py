@@ -1,0 +1,125 @@
+"""ChessEnv contract: Gymnasium API, determinism, bad actions, chunks, expert check."""
+
+from dataclasses import replace
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from chess_sim.config import CameraConfig, profile
+from chess_sim.sim.env import ChessEnv
+
+SEED = 5_500_001
+
+
+@pytest.fixture(scope="module")
+def env():
+    environment = ChessEnv(replace(profile("baseline"), camera=CameraConfig(64, 64)))
+    yield environment
+    environment.close()
+
+
+@pytest.fixture(scope="module")
+def physics_env():
+    environment = ChessEnv(replace(profile("baseline"), render=False))
+    yield environment
+    environment.close()
+
+
+def test_check_env_passes(env):
+    check_env(env, skip_render_check=True)
+
+
+def test_registered_id_builds():
+    environment = gymnasium.make("ChessSim-v0", cfg=replace(profile("baseline"), render=False))
+    observation, info = environment.reset(seed=SEED)
+    assert observation["agent_pos"].shape == (6,)
+    assert info["instruction"].startswith("Move the ")
+    environment.close()
+
+
+def test_observation_layout_and_fresh_copies(env):
+    observation, info = env.reset(seed=SEED, options={"index": 1})
+    assert set(observation["pixels"]) == {"front", "wrist"}
+    assert observation["pixels"]["front"].shape == (64, 64, 3) and observation["pixels"]["front"].dtype == np.uint8
+    assert observation["agent_pos"].dtype == np.float32
+    before = observation["agent_pos"].copy()
+    env.step(env.expert_action())
+    assert np.array_equal(observation["agent_pos"], before)  # the env never hands out views of its state
+    assert {"piece", "from", "to", "instruction", "torch_seed", "seed", "index"} <= set(info)
+    assert info["index"] == 1
+
+
+def test_same_scene_same_initial_state_and_rollout(physics_env):
+    def rollout():
+        _, info = physics_env.reset(seed=SEED, options={"index": 2})
+        start = physics_env.data.qpos.copy()
+        for _ in range(60):
+            physics_env.step(physics_env.expert_action())
+        return info, start, physics_env.data.qpos.copy()
+
+    info_a, start_a, end_a = rollout()
+    info_b, start_b, end_b = rollout()
+    assert info_a == info_b
+    assert np.array_equal(start_a, start_b)
+    assert np.array_equal(end_a, end_b)
+
+
+def test_seed_without_index_starts_at_zero_and_then_counts(physics_env):
+    _, first = physics_env.reset(seed=SEED)
+    _, second = physics_env.reset()
+    assert (first["index"], second["index"]) == (0, 1)
+
+
+@pytest.mark.parametrize("bad, message", [(np.zeros(5), "shape"), (np.full(6, np.nan), "NaN"),
+                                          (np.array([0, 0, 0, 0, 0, np.inf]), "inf")])
+def test_bad_actions_raise_value_error(physics_env, bad, message):
+    physics_env.reset(seed=SEED)
+    with pytest.raises(ValueError, match=message):
+        physics_env.step(bad)
+
+
+def test_out_of_range_targets_are_clipped(physics_env):
+    physics_env.reset(seed=SEED)
+    physics_env.step(np.full(6, 1e4, dtype=np.float32))
+    ctrl = physics_env.data.ctrl
+    upper = physics_env.units.to_rad(physics_env.units.upper)
+    assert np.allclose(ctrl, upper)
+
+
+def test_step_chunk_runs_whole_chunk_and_sums_rewards(physics_env):
+    physics_env.reset(seed=SEED, options={"index": 0})
+    hold = np.tile(physics_env.expert.home_units(), (50, 1))
+    _, reward, terminated, truncated, info = physics_env.step_chunk(hold)
+    assert info["executed"] == 50 and info["steps"] == 50
+    assert reward == 0.0 and not terminated and not truncated
+    with pytest.raises(ValueError, match="shape"):
+        physics_env.step_chunk(np.zeros((50, 5)))
+
+
+def test_step_chunk_stops_at_the_time_limit():
+    environment = ChessEnv(replace(profile("baseline"), render=False, episode_seconds=1.0))
+    environment.reset(seed=SEED)
+    hold = np.tile(environment.expert.home_units(), (50, 1))
+    _, _, terminated, truncated, info = environment.step_chunk(hold)
+    assert info["executed"] == 30 and truncated and not terminated
+    assert info["end"] == "timeout"
+
+
+def test_diverging_simulation_ends_unstable_without_raising(physics_env):
+    physics_env.reset(seed=SEED)
+    slot = physics_env.scene.slots[physics_env.target_slot]
+    physics_env.data.qvel[slot.qvel:slot.qvel + 3] = [1e6, 0.0, 0.0]
+    observation, _, terminated, _, info = physics_env.step(physics_env.expert.home_units())
+    assert terminated and info["end"] == "unstable"
+    assert np.all(np.isfinite(observation["agent_pos"]))
+
+
+def test_check_expert_runs_on_a_copy(physics_env):
+    _, info = physics_env.reset(seed=SEED, options={"index": 0, "check_expert": True})
+    assert info["expert_solvable"] is True
+    assert physics_env.steps == 0 and physics_env.data.time == 0.0
+    fresh = ChessEnv(replace(profile("baseline"), render=False))
+    fresh.reset(seed=SEED, options={"index": 0})
+    assert np.array_equal(fresh.data.qpos, physics_env.data.qpos)

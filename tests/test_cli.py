@@ -1,0 +1,52 @@
+"""End-to-end CLI smoke tests with tiny budgets, and bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from PIL import Image
+
+from chess_sim.cli import main
+
+
+def test_scene_writes_three_views(tmp_path):
+    out = tmp_path / "scene.png"
+    assert main(["scene", "--seed", "5_500_001", "--index", "2", "--out", str(out),
+                 "--json", str(tmp_path / "scene.json")]) == 0
+    image = Image.open(out)
+    assert image.size == (3 * 256, 256)
+    task = json.loads((tmp_path / "scene.json").read_text())
+    assert task["index"] == 2 and task["instruction"].startswith("Move the ")
+
+
+def test_expert_runs_and_writes_summary_csv_and_video(tmp_path):
+    summary_path = tmp_path / "summary.json"
+    assert main(["expert", "--episodes", "2", "--workers", "2", "--video", "1", "--out", str(tmp_path),
+                 "--json", str(summary_path)]) == 0
+    summary = json.loads(summary_path.read_text())
+    for key in ("episodes", "success", "return", "clean_lift", "disturbed", "toppled", "success_pawn",
+                "success_knight", "close_mm_median"):
+        assert key in summary
+    assert summary["episodes"] == 2
+    assert len((tmp_path / "episodes.csv").read_text().strip().splitlines()) == 3
+    assert (tmp_path / "videos" / "episode_0000.mp4").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["expert", "--episodes", "0"], "expected a number > 0"),
+    (["expert", "--episodes", "two"], "expected a whole number"),
+    (["scene", "--seed", "-3"], "expected a number >= 0"),
+    (["expert", "--profile", "nope"], "invalid choice"),
+    (["fly"], "invalid choice"),
+])
+def test_bad_arguments_give_one_line_and_exit_2(argv, words):
+    result = subprocess.run([sys.executable, "-m", "chess_sim.cli", *argv], capture_output=True, text=True)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0] and lines[0].startswith("chess-sim: error:")
+
+
+def test_output_path_that_is_a_directory_is_refused(tmp_path, capsys):
+    assert main(["scene", "--out", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
