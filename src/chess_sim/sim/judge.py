@@ -8,7 +8,7 @@ Ends, one per episode:
   the jaws at least `gripper_clear_mm` away, and no other piece moved more than `disturb_mm` or tipped.
   Success ends the episode at once.
 - `unstable`: non-finite state or a body faster than `unstable_speed`; ends at once.
-- `toppled` (any piece tilted past `upright_deg`) and `disturbed` (another piece moved more than
+- `toppled` (any piece tilted past `upright_deg` for `topple_seconds`) and `disturbed` (another piece moved more than
   `disturb_mm`) can never be undone: they end the episode at once with `early_stop`, and otherwise are
   reported at the time limit.
 - `dropped`: the target fell from the jaws (it rests above the board, or off it, or away from the goal after
@@ -67,11 +67,14 @@ class Judge:
     cfg: JudgeConfig
     board: BoardConfig
     early_stop: bool = False
+    control_hz: int = 30
     max_tilt_deg: float = 0.0
     max_rise_mm: float = 0.0
     clean_lift: bool = False
     close_lateral_mm: float = math.nan
     place_error_mm: float = math.nan
+    tilted_steps: np.ndarray | None = None
+    """(N,) consecutive steps each piece has been tilted past `upright_deg`."""
     failure: str | None = None
     """First irreversible failure seen (`toppled` or `disturbed`)."""
     dropped: bool = False
@@ -97,10 +100,15 @@ class Judge:
         if math.isnan(self.close_lateral_mm) and snap.jaws_on_target == 2:
             self.close_lateral_mm = 1000.0 * float(np.linalg.norm(snap.jaw_centre[:2] - target[:2]))
 
+        tilted = tilts > self.cfg.upright_deg
+        if self.tilted_steps is None:
+            self.tilted_steps = np.zeros(len(tilts), dtype=int)
+        self.tilted_steps = np.where(tilted, self.tilted_steps + 1, 0)
+        toppled = self.tilted_steps >= max(1, round(self.cfg.topple_seconds * self.control_hz))
         if self.failure is None:
-            if np.any(tilts > self.cfg.upright_deg):
+            if np.any(toppled):
                 self.failure = "toppled"
-            elif not others_still or np.any(tilts[others] > self.cfg.upright_deg):
+            elif not others_still:
                 self.failure = "disturbed"
         off_board = not _on_board(target, self.board)
         held = snap.gripper_touches_target
@@ -110,7 +118,7 @@ class Judge:
         if fell or off_board or lost_after_lift:
             self.dropped = True
 
-        if self.failure is None and self._placed(snap, tilts, rise_mm):
+        if self.failure is None and self._placed(snap, tilted, rise_mm):
             return self._end("success")
         if self.early_stop and self.failure is not None:
             return self._end(self.failure)
@@ -118,9 +126,9 @@ class Judge:
             return self._end("dropped")
         return None
 
-    def _placed(self, snap: Snapshot, tilts: np.ndarray, rise_mm: float) -> bool:
+    def _placed(self, snap: Snapshot, tilted: np.ndarray, rise_mm: float) -> bool:
         return (self.place_error_mm <= self.cfg.place_tolerance_mm
-                and tilts[snap.target] <= self.cfg.upright_deg
+                and not tilted[snap.target]
                 and abs(rise_mm) <= ON_BOARD_MM
                 and snap.target_speed < RESTING_SPEED
                 and not snap.gripper_touches_target

@@ -109,6 +109,8 @@ def _set_options(spec: mujoco.MjSpec, cfg: EnvConfig) -> None:
     spec.option.solver = mujoco.mjtSolver.mjSOL_NEWTON
     spec.option.impratio = phys.impratio
     spec.option.iterations = phys.iterations
+    if phys.sleep:
+        spec.option.enableflags |= int(mujoco.mjtEnableBit.mjENBL_SLEEP)
     # Shadows and anti-aliasing cost more than pixels on a software rasteriser (scoping: 4 fps vs 43 fps).
     spec.visual.quality.shadowsize = 0
     spec.visual.quality.offsamples = 0
