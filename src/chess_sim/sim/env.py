@@ -96,7 +96,8 @@ class ChessEnv(gym.Env):
         self.task = sample_task(self._scene_seed, self._index, self.cfg.scene)
         self.assignment = place_task(self.scene, self.data, self.task, self.expert.home_rad)
         self.target_slot = self.assignment[self.task.target]
-        self.start_positions = self.data.xpos[[s.body for s in self.scene.slots]].copy()
+        self.start_positions = self.data.xpos[self.contacts.bodies].copy()
+        self.goal_xy = np.asarray(self.task.goal_xy, dtype=np.float64)
         self.judge = Judge(self.cfg.judge, self.cfg.scene.board, early_stop=self.cfg.early_stop,
                            control_hz=self.cfg.physics.control_hz)
         self.steps = 0
@@ -195,7 +196,7 @@ class ChessEnv(gym.Env):
 
     def _snapshot(self):
         return snapshot(self.scene, self.data, self.contacts, self.start_positions, self.target_slot,
-                        np.asarray(self.task.goal_xy), clearance_within_mm=self.cfg.judge.place_tolerance_mm)
+                        self.goal_xy, clearance_within_mm=self.cfg.judge.place_tolerance_mm)
 
     def _reward(self, end: str | None) -> tuple[float, dict[str, float]]:
         cfg = self.reward_cfg

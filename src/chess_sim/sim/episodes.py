@@ -39,13 +39,13 @@ def run_expert_episode(env: ChessEnv, seed: int, index: int, video: Path | None 
     return row
 
 
-def _init_worker(cfg: EnvConfig) -> None:
+def init_worker(cfg: EnvConfig) -> None:
     global _WORKER_ENV
     os.environ.setdefault("MUJOCO_GL", "egl")
     _WORKER_ENV = ChessEnv(cfg)
 
 
-def _worker_episode(job: tuple[int, int, str | None]) -> dict:
+def worker_episode(job: tuple[int, int, str | None]) -> dict:
     seed, index, video = job
     return run_expert_episode(_WORKER_ENV, seed, index, Path(video) if video else None)
 
@@ -59,13 +59,13 @@ def run_expert_episodes(cfg: EnvConfig, seed: int, episodes: int, workers: int =
     progress = Progress(episodes, label)
     rows = []
     if workers <= 1:
-        _init_worker(cfg)
+        init_worker(cfg)
         for job in jobs:
-            rows.append(_worker_episode(job))
+            rows.append(worker_episode(job))
             progress.advance(note=f"success {sum(r['end'] == 'success' for r in rows)}/{len(rows)}")
     else:
-        with mp.get_context("spawn").Pool(workers, initializer=_init_worker, initargs=(cfg,)) as pool:
-            for row in pool.imap(_worker_episode, jobs):
+        with mp.get_context("spawn").Pool(workers, initializer=init_worker, initargs=(cfg,)) as pool:
+            for row in pool.imap(worker_episode, jobs):
                 rows.append(row)
                 progress.advance(note=f"success {sum(r['end'] == 'success' for r in rows)}/{len(rows)}")
     progress.close()

@@ -87,18 +87,19 @@ class Judge:
         if not _finite(snap) or snap.max_speed > self.cfg.unstable_speed:
             return self._end("unstable")
         tilts = tilt_deg(snap.up)
-        moved_mm = 1000.0 * np.linalg.norm(snap.positions - snap.start, axis=1)
-        others = np.arange(len(snap.positions)) != snap.target
+        moved_mm = 1000.0 * np.sqrt(np.square(snap.positions - snap.start).sum(axis=1))
+        moved_mm[snap.target] = 0.0
         target = snap.positions[snap.target]
         rise_mm = 1000.0 * (target[2] - snap.board_top)
         self.max_tilt_deg = max(self.max_tilt_deg, float(tilts[snap.target]))
         self.max_rise_mm = max(self.max_rise_mm, rise_mm)
-        self.place_error_mm = 1000.0 * float(np.linalg.norm(target[:2] - snap.goal_xy))
-        others_still = not np.any(moved_mm[others] > self.cfg.disturb_mm)
+        offset = target[:2] - snap.goal_xy
+        self.place_error_mm = 1000.0 * float(np.sqrt(offset @ offset))
+        others_still = moved_mm.max() <= self.cfg.disturb_mm
         if rise_mm >= self.cfg.lift_mm and others_still:
             self.clean_lift = True
         if math.isnan(self.close_lateral_mm) and snap.jaws_on_target == 2:
-            self.close_lateral_mm = 1000.0 * float(np.linalg.norm(snap.jaw_centre[:2] - target[:2]))
+            self.close_lateral_mm = 1000.0 * float(np.hypot(*(snap.jaw_centre[:2] - target[:2])))
 
         tilted = tilts > self.cfg.upright_deg
         if self.tilted_steps is None:

@@ -43,45 +43,40 @@ class Units:
 
 
 class ContactReader:
-    """Per-step contact queries between the gripper and the pieces."""
+    """Per-step contact queries between the gripper and the pieces (vectorised over MuJoCo's contact list)."""
 
     def __init__(self, scene: Scene):
         model = scene.model
         self.scene = scene
-        self.body_to_slot = {slot.body: i for i, slot in enumerate(scene.slots)}
+        self.geom_body = model.geom_bodyid.copy()
         self.piece_geoms = [np.array([g for g in range(model.ngeom)
                                       if model.geom_bodyid[g] == slot.body and model.geom_contype[g]])
                             for slot in scene.slots]
-        self.gripper = scene.gripper_geoms
-        self.pads = scene.jaw_geoms
+        self.is_gripper = np.zeros(model.ngeom, dtype=bool)
+        self.is_gripper[list(scene.gripper_geoms)] = True
+        self.pads = np.array(scene.jaw_geoms)
+        self.bodies = np.array([slot.body for slot in scene.slots])
+        self.qvel = np.array([np.arange(slot.qvel, slot.qvel + 3) for slot in scene.slots])
+        """(N, 3) qvel addresses of each piece's linear velocity (world frame for a free joint)."""
         self._fromto = np.zeros(6)
 
     def jaw_contacts(self, data: mujoco.MjData, slot: int) -> tuple[int, bool]:
         """(number of pads touching the slot's piece, whether any gripper geom touches it)."""
+        if data.ncon == 0:
+            return 0, False
+        pairs = data.contact.geom[:data.ncon]
         body = self.scene.slots[slot].body
-        pads = set()
-        touching = False
-        geom_body = self.scene.model.geom_bodyid
-        for contact in data.contact[:data.ncon]:
-            g1, g2 = int(contact.geom1), int(contact.geom2)
-            if geom_body[g1] == body:
-                other = g2
-            elif geom_body[g2] == body:
-                other = g1
-            else:
-                continue
-            if other in self.gripper:
-                touching = True
-                if other in self.pads:
-                    pads.add(other)
-        return len(pads), touching
+        on_piece = self.geom_body[pairs] == body
+        other = np.where(on_piece[:, 0], pairs[:, 1], pairs[:, 0])[on_piece.any(axis=1)]
+        touching = other[self.is_gripper[other]]
+        return int(np.isin(self.pads, touching).sum()), touching.size > 0
 
     def clearance(self, data: mujoco.MjData, slot: int) -> float:
         """Smallest distance (m, capped) between any gripper geom and the slot's piece."""
         best = CLEARANCE_CAP
-        for g1 in self.gripper:
+        for g1 in np.flatnonzero(self.is_gripper):
             for g2 in self.piece_geoms[slot]:
-                best = min(best, mujoco.mj_geomDistance(self.scene.model, data, g1, int(g2), CLEARANCE_CAP,
+                best = min(best, mujoco.mj_geomDistance(self.scene.model, data, int(g1), int(g2), CLEARANCE_CAP,
                                                         self._fromto))
         return max(best, 0.0)
 
@@ -90,26 +85,20 @@ def snapshot(scene: Scene, data: mujoco.MjData, contacts: ContactReader, start: 
              goal_xy: np.ndarray, clearance_within_mm: float) -> Snapshot:
     """Judge snapshot of `data`. The gripper clearance is computed only when the target is within
     `clearance_within_mm` of the goal (it matters only there and costs a few distance queries)."""
-    bodies = [slot.body for slot in scene.slots]
-    positions = data.xpos[bodies].copy()
-    up = data.xmat[bodies][:, [2, 5, 8]].copy()
-    velocities = np.array([data.qvel[slot.qvel:slot.qvel + 3] for slot in scene.slots])
-    speeds = np.linalg.norm(velocities, axis=1)
+    positions = data.xpos[contacts.bodies]
+    up = data.xmat[contacts.bodies][:, 2::3]
+    speeds = np.sqrt(np.square(data.qvel[contacts.qvel]).sum(axis=1))
     pads, touching = contacts.jaw_contacts(data, target)
-    near_goal = 1000.0 * np.linalg.norm(positions[target, :2] - goal_xy) <= clearance_within_mm
+    offset = positions[target, :2] - goal_xy
+    near_goal = 1000.0 * np.sqrt(offset @ offset) <= clearance_within_mm
     clearance = contacts.clearance(data, target) if (near_goal and not touching) else 0.0
-    pad_a, pad_b = scene.jaw_geoms
-    max_speed = float(speeds.max()) if np.all(np.isfinite(speeds)) else float("inf")
-    if data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number > 0:
+    max_speed = float(speeds.max())
+    if not np.isfinite(max_speed) or data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number > 0:
         max_speed = float("inf")
+    pad_a, pad_b = scene.jaw_geoms
     return Snapshot(
-        positions=positions, up=up, start=start, target=target, goal_xy=np.asarray(goal_xy, float),
+        positions=positions, up=up, start=start, target=target, goal_xy=goal_xy,
         board_top=scene.board_top, target_speed=float(speeds[target]), max_speed=max_speed,
         jaws_on_target=pads, gripper_touches_target=touching, gripper_clearance_mm=1000.0 * clearance,
         jaw_centre=0.5 * (data.geom_xpos[pad_a] + data.geom_xpos[pad_b]),
     )
-
-
-def piece_positions(scene: Scene, data: mujoco.MjData) -> np.ndarray:
-    """(N, 3) base-centre positions of every piece slot."""
-    return data.xpos[[slot.body for slot in scene.slots]].copy()
