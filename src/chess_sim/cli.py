@@ -13,7 +13,7 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from chess_sim.config import PROFILES, TEST_SEED, profile  # noqa: E402
+from chess_sim.config import PROFILES, TEST_SEED, TRAIN_SEED, RecordConfig, profile  # noqa: E402
 
 
 class UsageError(Exception):
@@ -45,6 +45,16 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {value}")
+    return value
+
+
 def _seed(text: str) -> int:
     value = _non_negative(text.replace("_", ""))
     if value >= 2**63:
@@ -72,6 +82,19 @@ def build_parser() -> argparse.ArgumentParser:
     expert.add_argument("--out", type=Path, default=Path("runs/expert"),
                         help="folder for videos and episodes.csv")
     expert.add_argument("--json", type=Path, help="write the summary as JSON here")
+
+    record = verbs.add_parser("record", help="expert demonstrations -> LeRobot dataset")
+    record.add_argument("--episodes", type=_positive, help="scenes (seed, 0..N-1) to attempt")
+    record.add_argument("--seed", type=_seed, default=TRAIN_SEED)
+    record.add_argument("--out", type=Path, help="dataset directory (must be new or empty, unless --resume)")
+    record.add_argument("--workers", type=_positive, default=min(2, os.cpu_count() or 1))
+    record.add_argument("--profile", choices=sorted(PROFILES), default="baseline")
+    record.add_argument("--recovery", type=_fraction, default=RecordConfig.recovery_fraction,
+                        help="share of DART-style recovery demonstrations (noisy execution)")
+    record.add_argument("--keep-failures", action="store_true", help="save failed expert episodes too")
+    record.add_argument("--resume", action="store_true", help="continue an interrupted recording in --out")
+    record.add_argument("--inspect", type=Path, metavar="DIR", help="describe an existing dataset instead")
+    record.add_argument("--json", type=Path, help="write the summary as JSON here")
     return parser
 
 
@@ -109,7 +132,43 @@ def cmd_expert(args: argparse.Namespace) -> dict:
     return summary
 
 
-COMMANDS = {"scene": cmd_scene, "expert": cmd_expert}
+def cmd_record(args: argparse.Namespace) -> dict:
+    from chess_sim.data.record import RecordError, inspect, record
+
+    try:
+        if args.inspect is not None:
+            summary = inspect(args.inspect)
+            _print_inspection(summary)
+            return summary
+        if args.out is None:
+            raise UsageError("record needs --out DIR (or --inspect DIR)")
+        if args.episodes is None and not args.resume:
+            raise UsageError("record needs --episodes N")
+        if args.out.exists() and not args.out.is_dir():
+            raise UsageError(f"{args.out} is a file; expected a dataset directory")
+        rec = RecordConfig(recovery_fraction=args.recovery, keep_failures=args.keep_failures)
+        summary = record(args.out, profile(args.profile), rec, args.seed, args.episodes or 0,
+                         workers=args.workers, resume=args.resume)
+    except RecordError as error:
+        raise UsageError(str(error)) from None
+    print(f"saved {summary['episodes_saved']} episodes ({summary['episodes_failed']} expert failures not saved, "
+          f"{summary['recovery_episodes']} recovery demonstrations) to {summary['dataset']}; "
+          f"{summary['frames_per_s']:.1f} frames/s")
+    return summary
+
+
+def _print_inspection(summary: dict) -> None:
+    print(f"{summary['dataset']}: {summary['episodes']} episodes, {summary['frames']} frames at {summary['fps']} fps"
+          f" ({'finished' if summary['finished'] else 'unfinished'} recording)")
+    print(f"  pieces: {summary['pieces']}  recovery episodes: {summary['recovery_episodes']}")
+    for key, feature in summary["features"].items():
+        print(f"  {key:<26} {feature['dtype']:<8} {tuple(feature['shape'])}")
+    for key, stats in summary["stats"].items():
+        print(f"  {key} mean {stats.get('mean')}  std {stats.get('std')}")
+    print(f"  {len(summary['instructions'])} instructions, e.g. {summary['instructions'][:3]}")
+
+
+COMMANDS = {"scene": cmd_scene, "expert": cmd_expert, "record": cmd_record}
 
 
 def _check_writable_file(path: Path) -> None:

@@ -146,6 +146,31 @@ class RewardConfig:
     """Penalty: another piece was pushed more than `JudgeConfig.disturb_mm`."""
 
 
+@dataclass(frozen=True)
+class RecordConfig:
+    """Expert demonstrations written as a LeRobot dataset (`chess-sim record`)."""
+
+    recovery_fraction: float = 0.3
+    """Share of episodes recorded with perturbed execution (DART-style recovery demonstrations): the arm
+    executes the expert's target plus noise, while the recorded `action` stays the expert's command from the
+    state it is in, so a policy sees how to come back from off-path states."""
+    recovery_noise_deg: float = 2.0
+    """Standard deviation of the execution noise on the five arm joints (the gripper is never perturbed)."""
+    recovery_noise_corr: float = 0.8
+    """Step-to-step correlation of that noise (AR(1)): correlated noise makes short detours, not jitter."""
+    recovery_min_height: float = 0.05
+    """Noise is applied only while the tool point is at least this high above the board (above every
+    piece): perturbing grasps and releases themselves made half the episodes fail even at 0.5 degrees,
+    while 2 degrees in free space still gave 15 of 16 successes, the rest of the path recovering."""
+    keep_failures: bool = False
+    """Save failed expert episodes too (they are always counted and reported)."""
+    vcodec: str = "h264"
+    """Video codec of the camera streams (LeRobot's encoder; h264 encodes faster than LeRobot's default AV1
+    on this CPU and every LeRobot decoder reads it)."""
+    vpreset: str = "ultrafast"
+    """Encoder speed preset: rendering and encoding share two cores, so encoding must stay cheap."""
+
+
 PROFILES: dict[str, EnvConfig] = {
     "baseline": EnvConfig(),
     "randomized": EnvConfig(scene=SceneConfig(randomize_visuals=True, offset_mm=3.0, yaw_deg=25.0)),

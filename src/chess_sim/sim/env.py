@@ -217,11 +217,19 @@ class ChessEnv(gym.Env):
             "seed": task.seed, "index": task.index, "torch_seed": task.torch_seed,
         }
 
-    def _state_obs(self) -> dict:
+    def state(self) -> np.ndarray:
+        """Measured joint positions, `(6,)` float32 in degrees / gripper 0-100 (a fresh array)."""
         q = self.data.qpos[self.scene.arm_qpos]
         if not np.all(np.isfinite(q)):
             q = np.zeros(6)
-        return {"agent_pos": self.units.to_units(q).astype(np.float32)}
+        return self.units.to_units(q).astype(np.float32)
+
+    def tcp_position(self) -> np.ndarray:
+        """World position of the gripper's tool point between the jaw pads, `(3,)` metres."""
+        return self.data.site_xpos[self.scene.tcp_site].copy()
+
+    def _state_obs(self) -> dict:
+        return {"agent_pos": self.state()}
 
     def _observation(self) -> dict:
         observation = self._state_obs()

@@ -1,0 +1,1 @@
+"""Demonstration data: expert episodes recorded as LeRobot datasets."""

@@ -1,0 +1,392 @@
+"""Expert episodes -> a LeRobot dataset, written through LeRobot's own `LeRobotDataset` API.
+
+Features (LeRobot names, SO-101 follower units): `observation.images.front` and `observation.images.wrist`
+(videos), `observation.state` (6 joint positions), `action` (6 joint targets), and per frame the episode's
+instruction as `task`; fps 30. Frame t holds the observation before action t is executed.
+
+Episodes run in worker processes (one simulator each); the parent writes them in scene order, so a dataset is
+a pure function of `(seed, episodes, profile, RecordConfig)`. Per-episode facts LeRobot's format has no
+column for (piece, squares, scene seed/index, outcome, recovery) go to `meta/chess_sim.json`, beside
+LeRobot's own metadata.
+
+Crash safety: after every saved episode the writer is finalised (parquet footers and metadata on disk) and
+resumed, so each episode lives in its own data and video files and earlier files are never touched again.
+Then a commit copies LeRobot's small shared metadata files (`info.json`, `stats.json`, `tasks.parquet`)
+together with our progress record into `meta/chess_sim_commit/`, swapped in by renames. A run that stops
+early is refused by the next run unless told `resume`; resuming restores the committed metadata, deletes the
+files of any episode after the last commit (what a hard kill may have left half-written) and goes on. A run
+stopped by Ctrl-C (or `stop_after`) finalises the writer first, so the dataset is loadable as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from chess_sim.config import JOINT_NAMES, EnvConfig, RecordConfig
+
+PROGRESS_FILE = "meta/chess_sim.json"
+"""A readable copy of the progress record, per-episode metadata included."""
+COMMIT_DIR = "meta/chess_sim_commit"
+SHARED_META = ("info.json", "stats.json", "tasks.parquet")
+"""LeRobot metadata files rewritten by every saved episode (the per-episode files are new each time)."""
+FORMAT = 1
+CAMERAS = ("front", "wrist")
+MOTOR_NAMES = [f"{joint}.pos" for joint in JOINT_NAMES]
+"""LeRobot's SO-101 follower names its state and action entries `<joint>.pos`."""
+
+
+class RecordError(Exception):
+    """A dataset directory that cannot be written as asked (one-line message for the CLI)."""
+
+
+def features(cfg: EnvConfig) -> dict:
+    shape = (cfg.camera.height, cfg.camera.width, 3)
+    video = {"dtype": "video", "shape": shape, "names": ["height", "width", "channels"]}
+    vector = {"dtype": "float32", "shape": (6,), "names": MOTOR_NAMES}
+    return {"observation.images.front": video, "observation.images.wrist": dict(video),
+            "observation.state": vector, "action": dict(vector)}
+
+
+@dataclass
+class Episode:
+    """One expert episode as recorded: T frames."""
+
+    index: int
+    front: np.ndarray
+    """(T, H, W, 3) uint8."""
+    wrist: np.ndarray
+    state: np.ndarray
+    """(T, 6) float32: measured joints before each action."""
+    action: np.ndarray
+    """(T, 6) float32: the expert's command at each frame (never the perturbed one)."""
+    row: dict
+    recovery: bool
+    physics_s: float
+    render_s: float
+
+
+def is_recovery(seed: int, index: int, fraction: float) -> bool:
+    """Whether scene `(seed, index)` is recorded as a recovery demonstration (its own random stream)."""
+    return bool(np.random.default_rng([seed, index, 0xDA27]).random() < fraction)
+
+
+def record_episode(env, seed: int, index: int, rec: RecordConfig) -> Episode:
+    """Run the expert on scene `(seed, index)` with rendering; recovery episodes execute a noisy command."""
+    _, info = env.reset(seed=seed, options={"index": index})
+    recovery = is_recovery(seed, index, rec.recovery_fraction)
+    noise_rng = np.random.default_rng([seed, index, 0x0153])
+    noise = np.zeros(6)
+    innovation = rec.recovery_noise_deg * np.sqrt(1.0 - rec.recovery_noise_corr**2)
+    fronts, wrists, states, actions = [], [], [], []
+    physics_s = render_s = 0.0
+    total = 0.0
+    while True:
+        start = time.perf_counter()
+        images = env.camera_images()
+        render_s += time.perf_counter() - start
+        fronts.append(images["front"])
+        wrists.append(images["wrist"])
+        states.append(env.state())
+        action = env.expert_action()
+        actions.append(action)
+        executed = action
+        if recovery:
+            noise[:5] = rec.recovery_noise_corr * noise[:5] + innovation * noise_rng.standard_normal(5)
+            if env.tcp_position()[2] - env.scene.board_top >= rec.recovery_min_height:
+                executed = action + noise.astype(np.float32)
+        start = time.perf_counter()
+        reward, terminated, truncated, info = env.advance(executed)
+        physics_s += time.perf_counter() - start
+        total += reward
+        if terminated or truncated:
+            break
+    from chess_sim.sim.env import episode_summary_row
+
+    row = episode_summary_row(info)
+    row["return"] = total
+    return Episode(index=index, front=np.stack(fronts), wrist=np.stack(wrists), state=np.stack(states),
+                   action=np.stack(actions), row=row, recovery=recovery, physics_s=physics_s, render_s=render_s)
+
+
+_WORKER = None
+
+
+def _init_worker(cfg: EnvConfig, rec: RecordConfig) -> None:
+    global _WORKER
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    from chess_sim.sim.env import ChessEnv
+
+    _WORKER = (ChessEnv(cfg), rec)
+
+
+def _worker_record(job: tuple[int, int]) -> Episode:
+    env, rec = _WORKER
+    return record_episode(env, job[0], job[1], rec)
+
+
+@dataclass
+class Progress:
+    """Contents of `meta/chess_sim.json`."""
+
+    seed: int
+    episodes: int
+    env: dict
+    record: dict
+    next_index: int = 0
+    finished: bool = False
+    saved: list = None
+    failed: list = None
+
+    def __post_init__(self):
+        self.saved = self.saved or []
+        self.failed = self.failed or []
+
+
+def _commit(root: Path, progress: Progress) -> None:
+    """Atomically record `progress` together with the current shared LeRobot metadata."""
+    meta = root / "meta"
+    commit, staging, old = root / COMMIT_DIR, meta / ".chess_sim_commit.tmp", meta / ".chess_sim_commit.old"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    for name in SHARED_META:
+        if (meta / name).is_file():
+            shutil.copy2(meta / name, staging / name)
+    text = json.dumps({"format": FORMAT, **asdict(progress)}, indent=1)
+    (staging / "progress.json").write_text(text)
+    if commit.exists():
+        commit.rename(old)
+    staging.rename(commit)
+    shutil.rmtree(old, ignore_errors=True)
+    readable = root / PROGRESS_FILE
+    tmp = readable.with_name(f".{readable.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(readable)
+
+
+def read_progress(root: Path) -> Progress | None:
+    """The last committed progress of the recording in `root`, or None if there is none."""
+    meta = Path(root) / "meta"
+    commit, old = Path(root) / COMMIT_DIR, meta / ".chess_sim_commit.old"
+    if not commit.exists() and old.exists():  # killed between the two renames of a commit
+        old.rename(commit)
+    path = commit / "progress.json"
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    data.pop("format", None)
+    return Progress(**data)
+
+
+def _config_dict(cfg: EnvConfig) -> dict:
+    return json.loads(json.dumps(asdict(cfg)))
+
+
+def _open_dataset(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: int, resume: bool,
+                  encoder):
+    """(dataset in write mode, progress) for a new or resumed recording; RecordError on a bad directory."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    progress = read_progress(root) if root.exists() else None
+    if resume:
+        if progress is None:
+            raise RecordError(f"{root} holds no chess-sim recording to resume; drop --resume to start one")
+        if (progress.seed, progress.env, progress.record) != (seed, _config_dict(cfg), asdict(rec)):
+            raise RecordError(f"{root} was recorded with another seed, profile or recording settings; "
+                              f"use a new --out")
+        _roll_back_to_commit(root, progress)
+        progress.episodes = max(progress.episodes, episodes)
+        progress.finished = False
+        dataset = LeRobotDataset.resume(_repo_id(root), root=root, rgb_encoder=encoder, streaming_encoding=True)
+        return dataset, progress
+    if root.exists() and any(root.iterdir()):
+        if progress is not None and not progress.finished:
+            raise RecordError(f"{root} holds an unfinished recording ({len(progress.saved)} episodes saved, "
+                              f"scene {progress.next_index} of {progress.episodes} next): add --resume to "
+                              f"continue it, or delete the directory to restart")
+        raise RecordError(f"{root} exists and is not empty; choose a new --out (or --resume a recording)")
+    dataset = LeRobotDataset.create(_repo_id(root), fps=cfg.physics.control_hz, features=features(cfg),
+                                    root=root, robot_type="so101_follower", use_videos=True,
+                                    rgb_encoder=encoder, streaming_encoding=True)
+    progress = Progress(seed=seed, episodes=episodes, env=_config_dict(cfg), record=asdict(rec))
+    _commit(root, progress)
+    return dataset, progress
+
+
+def _repo_id(root: Path) -> str:
+    return f"chess-sim/{root.name}"
+
+
+def _roll_back_to_commit(root: Path, progress: Progress) -> None:
+    """Restore the committed shared metadata and delete every file of an episode saved after the commit.
+    Episode k (0-based, in the dataset) owns file index k of `data/`, each video stream and `meta/episodes/`."""
+    commit = root / COMMIT_DIR
+    for name in SHARED_META:
+        if (commit / name).is_file():
+            shutil.copy2(commit / name, root / "meta" / name)
+    info = json.loads((root / "meta" / "info.json").read_text())
+    chunk_size = int(info.get("chunks_size", 1000))
+    saved = len(progress.saved)
+    for folder in ("data", "videos", "meta/episodes"):
+        for path in sorted((root / folder).rglob("file-*.*")):
+            chunk = int(path.parent.name.split("-")[1])
+            if chunk * chunk_size + int(path.stem.split("-")[1]) >= saved:
+                path.unlink()
+    shutil.rmtree(root / "images", ignore_errors=True)
+
+
+def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: int, workers: int = 2,
+           resume: bool = False, stop_after: int | None = None, on_episode=None) -> dict:
+    """Record scenes `(seed, 0..episodes-1)` into `root`; returns a summary. `stop_after` saves at most that
+    many episodes in this call (tests of resumption use it)."""
+    from chess_sim.progress import Progress as Bar
+
+    from lerobot.configs.video import RGBEncoderConfig
+
+    _quiet_libraries()
+    root = Path(root)
+    encoder = RGBEncoderConfig(vcodec=rec.vcodec, preset=rec.vpreset)
+    dataset, progress = _open_dataset(root, cfg, rec, seed, episodes, resume, encoder)
+    jobs = [(seed, index) for index in range(progress.next_index, progress.episodes)]
+    bar = Bar(len(jobs), "record")
+    timing = {"physics_s": 0.0, "render_s": 0.0, "encode_s": 0.0}
+    frames = 0
+    saved_now = 0
+    cfg = replace(cfg, render=True)
+    try:
+        with _episode_source(cfg, rec, workers) as run:
+            for episode in run(jobs):
+                timing["physics_s"] += episode.physics_s
+                timing["render_s"] += episode.render_s
+                keep = episode.row["end"] == "success" or rec.keep_failures
+                if keep:
+                    start = time.perf_counter()
+                    dataset = _save(dataset, root, episode, encoder)
+                    timing["encode_s"] += time.perf_counter() - start
+                    frames += len(episode.action)
+                    progress.saved.append(_episode_meta(episode, len(progress.saved)))
+                    saved_now += 1
+                else:
+                    progress.failed.append(_episode_meta(episode, None))
+                progress.next_index = episode.index + 1
+                _commit(root, progress)
+                if on_episode is not None:
+                    on_episode(episode)
+                bar.advance(note=f"saved {len(progress.saved)}  failed {len(progress.failed)}")
+                if stop_after is not None and saved_now >= stop_after:
+                    break
+    finally:
+        dataset.finalize()
+        seconds = bar.close()
+    progress.finished = progress.next_index >= progress.episodes
+    _commit(root, progress)
+    return _summary(root, progress, frames, seconds, timing)
+
+
+def _quiet_libraries() -> None:
+    """FFmpeg's encoder statistics and the datasets library's progress bars would drown our progress line."""
+    import av
+    import datasets
+
+    av.logging.set_level(av.logging.ERROR)
+    datasets.disable_progress_bars()
+
+
+def _save(dataset, root: Path, episode: Episode, encoder):
+    """Add an episode, save it, finalise and reopen the writer (each episode its own files)."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    task = episode.row["instruction"]
+    for t in range(len(episode.action)):
+        dataset.add_frame({"observation.images.front": episode.front[t], "observation.images.wrist": episode.wrist[t],
+                           "observation.state": episode.state[t], "action": episode.action[t], "task": task})
+    dataset.save_episode(parallel_encoding=False)
+    dataset.finalize()
+    return LeRobotDataset.resume(_repo_id(root), root=root, rgb_encoder=encoder, streaming_encoding=True)
+
+
+def _episode_meta(episode: Episode, dataset_index: int | None) -> dict:
+    row = episode.row
+    return {"episode_index": dataset_index, "scene_seed": row["seed"], "scene_index": row["index"],
+            "piece": row["piece"], "color": row["color"], "from": row["from"], "to": row["to"],
+            "instruction": row["instruction"], "end": row["end"], "recovery": episode.recovery,
+            "frames": len(episode.action)}
+
+
+class _episode_source:
+    """Context manager yielding `run(jobs) -> iterator of Episode` in job order, on 1 or more workers."""
+
+    def __init__(self, cfg: EnvConfig, rec: RecordConfig, workers: int):
+        self.cfg, self.rec, self.workers = cfg, rec, workers
+        self.pool = None
+
+    def __enter__(self):
+        if self.workers <= 1:
+            _init_worker(self.cfg, self.rec)
+            return lambda jobs: (_worker_record(job) for job in jobs)
+        self.pool = mp.get_context("spawn").Pool(self.workers, initializer=_init_worker,
+                                                 initargs=(self.cfg, self.rec))
+        return lambda jobs: self.pool.imap(_worker_record, jobs, chunksize=1)
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+
+
+def _summary(root: Path, progress: Progress, frames: int, seconds: float, timing: dict) -> dict:
+    attempted = len(progress.saved) + len(progress.failed)
+    busy = sum(timing.values()) or 1.0
+    return {
+        "dataset": str(root), "finished": progress.finished, "episodes_saved": len(progress.saved),
+        "episodes_failed": len(progress.failed), "scenes_attempted": attempted,
+        "recovery_episodes": sum(e["recovery"] for e in progress.saved),
+        "failures_by_end": _count(e["end"] for e in progress.failed),
+        "frames_this_run": frames, "seconds": seconds, "frames_per_s": frames / seconds if seconds else 0.0,
+        "time_share": {key.removesuffix("_s"): value / busy for key, value in timing.items()},
+    }
+
+
+def _count(values) -> dict:
+    counts: dict = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return counts
+
+
+def inspect(root: Path) -> dict:
+    """What a dataset holds: episodes, frames, pieces, instructions and feature statistics, read back
+    through LeRobot's loader (so what it prints is what any LeRobot tool sees)."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDatasetMetadata
+
+    root = Path(root)
+    if not (root / "meta" / "info.json").is_file():
+        raise RecordError(f"{root} is not a LeRobot dataset (no meta/info.json)")
+    meta = LeRobotDatasetMetadata(_repo_id(root), root=root)
+    progress = read_progress(root)
+    saved = progress.saved if progress else []
+    stats = {}
+    for key in ("observation.state", "action"):
+        if key in meta.stats:
+            stats[key] = {name: np.asarray(meta.stats[key][name]).round(2).tolist()
+                          for name in ("mean", "std", "min", "max") if name in meta.stats[key]}
+    return {
+        "dataset": str(root), "fps": meta.fps, "robot_type": meta.robot_type,
+        "episodes": meta.total_episodes, "frames": meta.total_frames,
+        "finished": bool(progress and progress.finished),
+        "features": {k: {"dtype": v["dtype"], "shape": list(v["shape"])} for k, v in meta.features.items()
+                     if k in ("observation.images.front", "observation.images.wrist", "observation.state",
+                              "action")},
+        "pieces": _count(f"{e['color']} {e['piece']}" for e in saved),
+        "recovery_episodes": sum(e["recovery"] for e in saved),
+        "failed_scenes": len(progress.failed) if progress else None,
+        "instructions": sorted(meta.tasks.index.tolist()),
+        "stats": stats,
+    }
