@@ -34,7 +34,7 @@ def test_expert_runs_and_writes_summary_csv_and_video(tmp_path):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["expert", "--episodes", "0"], "expected a number > 0"),
+    (["expert", "--episodes", "0"], "expected a number >= 1"),
     (["expert", "--episodes", "two"], "expected a whole number"),
     (["scene", "--seed", "-3"], "expected a number >= 0"),
     (["expert", "--profile", "nope"], "invalid choice"),
@@ -50,3 +50,33 @@ def test_bad_arguments_give_one_line_and_exit_2(argv, words):
 def test_output_path_that_is_a_directory_is_refused(tmp_path, capsys):
     assert main(["scene", "--out", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
+
+
+def test_record_and_inspect_smoke(tmp_path, capsys):
+    out = tmp_path / "ds"
+    assert main(["record", "--episodes", "1", "--workers", "1", "--recovery", "0", "--out", str(out),
+                 "--json", str(tmp_path / "rec.json")]) == 0
+    summary = json.loads((tmp_path / "rec.json").read_text())
+    assert summary["episodes_saved"] + summary["episodes_failed"] == 1 and summary["finished"]
+    assert main(["record", "--inspect", str(out)]) == 0
+    assert "episodes" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["record", "--episodes", "1"], "needs --out"),
+    (["record", "--out", "ds"], "needs --episodes"),
+    (["record", "--episodes", "1", "--out", "ds", "--recovery", "1.5"], "expected a number in [0, 1]"),
+    (["record", "--inspect", "."], "not a LeRobot dataset"),
+])
+def test_record_bad_input_is_one_line(argv, words, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0]
+
+
+def test_record_refuses_a_non_empty_directory(tmp_path, capsys):
+    (tmp_path / "keep.txt").write_text("mine")
+    assert main(["record", "--episodes", "1", "--out", str(tmp_path)]) == 2
+    assert "not empty" in capsys.readouterr().err
+    assert (tmp_path / "keep.txt").read_text() == "mine"  # nothing lost
