@@ -204,7 +204,7 @@ def _open_dataset(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, epis
         _roll_back_to_commit(root, progress)
         progress.episodes = max(progress.episodes, episodes)
         progress.finished = False
-        dataset = LeRobotDataset.resume(_repo_id(root), root=root, rgb_encoder=encoder, streaming_encoding=True)
+        dataset = LeRobotDataset.resume(_repo_id(root), root=root, rgb_encoder=encoder, **_streaming(cfg))
         return dataset, progress
     if root.exists() and any(root.iterdir()):
         if progress is not None and not progress.finished:
@@ -214,7 +214,7 @@ def _open_dataset(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, epis
         raise RecordError(f"{root} exists and is not empty; choose a new --out (or --resume a recording)")
     dataset = LeRobotDataset.create(_repo_id(root), fps=cfg.physics.control_hz, features=features(cfg),
                                     root=root, robot_type="so101_follower", use_videos=True,
-                                    rgb_encoder=encoder, streaming_encoding=True)
+                                    rgb_encoder=encoder, **_streaming(cfg))
     progress = Progress(seed=seed, episodes=episodes, env=_config_dict(cfg), record=asdict(rec))
     _commit(root, progress)
     return dataset, progress
@@ -268,7 +268,7 @@ def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: i
                 keep = episode.row["end"] == "success" or rec.keep_failures
                 if keep:
                     start = time.perf_counter()
-                    dataset = _save(dataset, root, episode, encoder)
+                    dataset = _save(dataset, root, episode, encoder, cfg)
                     timing["encode_s"] += time.perf_counter() - start
                     frames += len(episode.action)
                     progress.saved.append(_episode_meta(episode, len(progress.saved)))
@@ -299,7 +299,13 @@ def _quiet_libraries() -> None:
     datasets.disable_progress_bars()
 
 
-def _save(dataset, root: Path, episode: Episode, encoder):
+def _streaming(cfg: EnvConfig) -> dict:
+    """Encode while frames are added (no PNG round trip). LeRobot's streaming encoder drops a frame when its
+    queue stays full for 0.1 s, which suits a live camera, not a batch: the queue holds a whole episode."""
+    return {"streaming_encoding": True, "encoder_queue_maxsize": cfg.max_steps + 1}
+
+
+def _save(dataset, root: Path, episode: Episode, encoder, cfg: EnvConfig):
     """Add an episode, save it, finalise and reopen the writer (each episode its own files)."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
@@ -309,7 +315,7 @@ def _save(dataset, root: Path, episode: Episode, encoder):
                            "observation.state": episode.state[t], "action": episode.action[t], "task": task})
     dataset.save_episode(parallel_encoding=False)
     dataset.finalize()
-    return LeRobotDataset.resume(_repo_id(root), root=root, rgb_encoder=encoder, streaming_encoding=True)
+    return LeRobotDataset.resume(_repo_id(root), root=root, rgb_encoder=encoder, **_streaming(cfg))
 
 
 def _episode_meta(episode: Episode, dataset_index: int | None) -> dict:

@@ -246,7 +246,7 @@ class ChessEnv(gym.Env):
         if self._renderer is None:
             self._renderer = mujoco.Renderer(self.model, self.cfg.camera.height, self.cfg.camera.width)
         self._renderer.update_scene(self.data, camera=self.scene.cameras[camera])
-        return self._renderer.render().copy()
+        return self._renderer.render()  # a new array on every call
 
 
 def episode_summary_row(info: dict) -> dict:
