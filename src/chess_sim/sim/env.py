@@ -121,8 +121,8 @@ class ChessEnv(gym.Env):
             raise ValueError(f"action chunk must have shape (T, 6) with T >= 1, got {actions.shape}")
         self._check_finite(actions)
         total, executed = 0.0, 0
-        for action in actions:
-            reward, terminated, truncated, info = self.advance(action)
+        for ctrl in self._to_ctrl(actions):  # validated and converted once for the whole chunk
+            reward, terminated, truncated, info = self._advance_ctrl(ctrl)
             total += reward
             executed += 1
             if terminated or truncated:
@@ -132,8 +132,14 @@ class ChessEnv(gym.Env):
 
     def advance(self, action) -> tuple[float, bool, bool, dict]:
         """One control step without an observation: `(reward, terminated, truncated, info)`."""
-        action = self._validate(action)
-        self.data.ctrl[:] = self.units.to_rad(np.clip(action, self.units.lower, self.units.upper))
+        return self._advance_ctrl(self._to_ctrl(self._validate(action)))
+
+    def _to_ctrl(self, actions: np.ndarray) -> np.ndarray:
+        """Joint targets (..., 6) in LeRobot units -> actuator controls in radians, clipped to the limits."""
+        return self.units.to_rad(np.clip(actions, self.units.lower, self.units.upper))
+
+    def _advance_ctrl(self, ctrl: np.ndarray) -> tuple[float, bool, bool, dict]:
+        self.data.ctrl[:] = ctrl
         for _ in range(self.substeps):
             mujoco.mj_step(self.model, self.data)
         self.steps += 1

@@ -192,7 +192,7 @@ class Expert:
         lift = aim + np.array([0.0, 0.0, CARRY_CLEARANCE + 0.005])
         plan: list[np.ndarray] = []
         q_open = np.append(q[:5], GRIPPER_OPEN_RAD)
-        plan += self._hold(q_open, 0.3, start=np.append(q[:5], q[5]))
+        plan += self._open_gripper(q, 0.3)
         plan += self._free_move(q_open, hover, c)
         plan += self._line(plan[-1], hover, aim, c, GRIPPER_OPEN_RAD)
         plan += self._gripper(plan[-1], GRIPPER_CLOSED_RAD, 0.6)
@@ -229,7 +229,7 @@ class Expert:
 
     def _plan_retreat(self, q: np.ndarray) -> list[np.ndarray]:
         q_open = np.append(q[:5], GRIPPER_OPEN_RAD)
-        return self._hold(q_open, 0.2, start=q) + self._joint_move(q_open, self.home_rad)
+        return self._open_gripper(q, 0.2) + self._joint_move(q_open, self.home_rad)
 
     # ---------------------------------------------------------------- trajectory pieces
     def _solve(self, position: np.ndarray, closing: np.ndarray, q_near: np.ndarray) -> Solution:
@@ -284,8 +284,12 @@ class Expert:
         half = steps // 2
         return _smooth(q, target, half) + [target] * (steps - half)
 
-    def _hold(self, q: np.ndarray, seconds: float, start: np.ndarray) -> list[np.ndarray]:
-        return _smooth(start, q, max(1, round(seconds / self.dt)))
+    def _open_gripper(self, q: np.ndarray, seconds: float) -> list[np.ndarray]:
+        """Open the jaws where the arm stands (a single step when they are open already)."""
+        opened = np.append(q[:5], GRIPPER_OPEN_RAD)
+        if abs(q[5] - GRIPPER_OPEN_RAD) < 0.02:
+            return [opened]
+        return _smooth(q, opened, max(1, round(seconds / self.dt)))
 
 
 MOVING_JAW_REACH = 0.017

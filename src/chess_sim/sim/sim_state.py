@@ -12,6 +12,8 @@ import numpy as np
 from chess_sim.sim.judge import Snapshot
 from chess_sim.sim.scene import Scene
 
+NO_POINT = np.full(3, np.nan)
+"""Stands for the jaw centre when the jaws are not both on the target (the judge reads it only then)."""
 CLEARANCE_CAP = 0.05
 """Gripper-to-target distances are computed up to 50 mm; farther is reported as 50 mm."""
 
@@ -65,6 +67,9 @@ class ContactReader:
         if data.ncon == 0:
             return 0, False
         pairs = data.contact.geom[:data.ncon]
+        pairs = pairs[self.is_gripper[pairs].any(axis=1)]  # most contacts are pieces resting on the board
+        if len(pairs) == 0:
+            return 0, False
         body = self.scene.slots[slot].body
         on_piece = self.geom_body[pairs] == body
         other = np.where(on_piece[:, 0], pairs[:, 1], pairs[:, 0])[on_piece.any(axis=1)]
@@ -96,9 +101,10 @@ def snapshot(scene: Scene, data: mujoco.MjData, contacts: ContactReader, start: 
     if not np.isfinite(max_speed) or data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number > 0:
         max_speed = float("inf")
     pad_a, pad_b = scene.jaw_geoms
+    jaw_centre = 0.5 * (data.geom_xpos[pad_a] + data.geom_xpos[pad_b]) if pads == 2 else NO_POINT
     return Snapshot(
         positions=positions, up=up, start=start, target=target, goal_xy=goal_xy,
         board_top=scene.board_top, target_speed=float(speeds[target]), max_speed=max_speed,
         jaws_on_target=pads, gripper_touches_target=touching, gripper_clearance_mm=1000.0 * clearance,
-        jaw_centre=0.5 * (data.geom_xpos[pad_a] + data.geom_xpos[pad_b]),
+        jaw_centre=jaw_centre,
     )
