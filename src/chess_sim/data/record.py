@@ -252,6 +252,7 @@ def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: i
 
     _quiet_libraries()
     root = Path(root)
+    cfg = replace(cfg, render=True)
     encoder = RGBEncoderConfig(vcodec=rec.vcodec, preset=rec.vpreset)
     dataset, progress = _open_dataset(root, cfg, rec, seed, episodes, resume, encoder)
     jobs = [(seed, index) for index in range(progress.next_index, progress.episodes)]
@@ -259,7 +260,6 @@ def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: i
     timing = {"physics_s": 0.0, "render_s": 0.0, "encode_s": 0.0}
     frames = 0
     saved_now = 0
-    cfg = replace(cfg, render=True)
     try:
         with _episode_source(cfg, rec, workers) as run:
             for episode in run(jobs):

@@ -105,12 +105,12 @@ class Expert:
     def _arm_rad(self, data: mujoco.MjData) -> np.ndarray:
         return data.qpos[self.scene.arm_qpos].copy()
 
-    def _piece(self, data: mujoco.MjData) -> tuple[np.ndarray, np.ndarray]:
-        body = self.scene.slots[self.target].body
-        return data.xpos[body].copy(), data.xmat[body].reshape(3, 3).copy()
+    def _piece(self, data: mujoco.MjData) -> np.ndarray:
+        """Base-centre position of the target piece."""
+        return data.xpos[self.scene.slots[self.target].body].copy()
 
     def _neighbours(self, data: mujoco.MjData) -> np.ndarray:
-        """(M, 2) positions of the other pieces standing on the board."""
+        """(M, 2) positions of the other pieces standing on the board (parked ones stand on the table)."""
         bodies = [slot.body for i, slot in enumerate(self.scene.slots) if i != self.target]
         positions = data.xpos[bodies]
         on_board = np.abs(positions[:, 2] - self.scene.board_top) < 0.005
@@ -121,7 +121,7 @@ class Expert:
         return pads == 2
 
     def _placed(self, data: mujoco.MjData) -> bool:
-        position, _ = self._piece(data)
+        position = self._piece(data)
         return (np.linalg.norm(position[:2] - self.goal) < 0.004
                 and position[2] - self.scene.board_top < 0.002)
 
@@ -180,7 +180,7 @@ class Expert:
         return self.ik.solve(pose, self.home_rad[:5], self.rng, restarts=6).ok
 
     def _plan_pick(self, data: mujoco.MjData, q: np.ndarray) -> list[np.ndarray]:
-        position, _ = self._piece(data)
+        position = self._piece(data)
         pick = position + np.array([0.0, 0.0, self.shape.grasp_height])
         place = np.array([self.goal[0], self.goal[1], self.scene.board_top + self.shape.grasp_height])
         self.grip = self._choose_grip(pick, place, self._neighbours(data))
@@ -200,7 +200,7 @@ class Expert:
         return plan
 
     def _plan_place(self, data: mujoco.MjData, q: np.ndarray) -> list[np.ndarray]:
-        position, _ = self._piece(data)
+        position = self._piece(data)
         tcp = data.site_xpos[self.scene.tcp_site].copy()
         rot = data.site_xmat[self.scene.tcp_site].reshape(3, 3)
         grip = self.grip or Grip(tilt=0.0, pick_closing=rot[:, 0], place_closing=rot[:, 0])
