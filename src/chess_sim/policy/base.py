@@ -1,0 +1,124 @@
+"""The FlowPolicy protocol shared by every policy, the flow-matching time convention, and normalisation.
+
+Time convention (LeRobot's SmolVLA), stated once here and used everywhere:
+    x_t = t * noise + (1 - t) * action,   t in [0, 1]; the velocity target is v = noise - action.
+Sampling integrates with Euler from t = 1 (pure noise x_0) to t = 0 (the action chunk) in K steps:
+    t_k = 1 - k / K,   x_{k+1} = x_k + dt * v(x_k, t_k),   dt = -1 / K,   k = 0 .. K-1.
+
+Shapes: B decisions, T = 50 control steps per chunk, A = 6 joints. Actions and states inside a policy are
+normalised (`Normalizer`); `unnormalize_action` returns LeRobot's SO-101 units (degrees, gripper 0-100).
+A batch is a dict with LeRobot's feature names: `observation.images.front` and `observation.images.wrist`
+(B, 3, H, W) float in [0, 1], `observation.state` (B, 6) in SO-101 units, and `task` (B strings).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+CHUNK = 50
+"""T: control steps per decision."""
+ACTION_DIM = 6
+"""A: joint targets per control step."""
+DEFAULT_STEPS = 10
+"""K: Euler steps of the denoising chain."""
+
+
+@runtime_checkable
+class FlowPolicy(Protocol):
+    """What FlowRL, evaluation and training need from a policy; nothing downstream branches on the model."""
+
+    chunk: int
+    action_dim: int
+    steps: int
+    normalizer: "Normalizer"
+
+    def encode(self, batch: dict[str, Any]) -> Any:
+        """Everything computed once per decision (image/text/state features, a VLM's KV cache): a prefix
+        whose tensors all have the batch as their first dimension."""
+
+    def velocity(self, prefix: Any, x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """v(x_t, t): x_t (B, T, A) normalised, t (B,) in [0, 1] -> (B, T, A)."""
+
+    def features(self, prefix: Any) -> torch.Tensor:
+        """Pooled prefix features (B, F) for a critic."""
+
+    def save(self, directory) -> None:
+        """Write the policy so that the class's `load(directory)` restores it bit-exactly."""
+
+
+def time_grid(steps: int, device=None) -> torch.Tensor:
+    """(K+1,) times t_0 = 1 > t_1 > ... > t_K = 0 of the Euler chain."""
+    return torch.linspace(1.0, 0.0, steps + 1, device=device)
+
+
+def sample_chunk(policy: FlowPolicy, prefix: Any, x0: torch.Tensor, steps: int | None = None) -> torch.Tensor:
+    """Deterministic sampler: integrate the ODE from noise x0 (B, T, A) to a normalised action chunk."""
+    steps = steps or policy.steps
+    assert x0.shape[1:] == (policy.chunk, policy.action_dim), f"x0 must be (B, {policy.chunk}, "\
+        f"{policy.action_dim}), got {tuple(x0.shape)}"
+    times = time_grid(steps, x0.device)
+    dt = -1.0 / steps
+    x = x0
+    for k in range(steps):
+        t = times[k].expand(x.shape[0])
+        x = x + dt * policy.velocity(prefix, x, t)
+    return x
+
+
+def flow_matching_loss(policy: FlowPolicy, prefix: Any, actions: torch.Tensor, noise: torch.Tensor,
+                       t: torch.Tensor) -> torch.Tensor:
+    """Mean squared error between v(x_t, t) and the target noise - action, for normalised actions (B, T, A)
+    and times t (B,)."""
+    weight = t[:, None, None]
+    x_t = weight * noise + (1.0 - weight) * actions
+    return torch.mean((policy.velocity(prefix, x_t, t) - (noise - actions)) ** 2)
+
+
+@dataclass
+class Normalizer:
+    """Per-joint mean/std normalisation of states and actions (from the dataset's statistics)."""
+
+    state_mean: torch.Tensor
+    state_std: torch.Tensor
+    action_mean: torch.Tensor
+    action_std: torch.Tensor
+
+    MIN_STD = 1e-2
+    """A joint that never moved in the data (std ~ 0) is scaled by this instead of blowing up."""
+
+    @classmethod
+    def from_stats(cls, stats: dict) -> "Normalizer":
+        """From LeRobot-style stats: {"observation.state": {"mean", "std"}, "action": {"mean", "std"}}."""
+        def pair(key):
+            mean = torch.as_tensor(stats[key]["mean"], dtype=torch.float32).reshape(-1)
+            std = torch.as_tensor(stats[key]["std"], dtype=torch.float32).reshape(-1).clamp_min(cls.MIN_STD)
+            return mean, std
+
+        state_mean, state_std = pair("observation.state")
+        action_mean, action_std = pair("action")
+        return cls(state_mean, state_std, action_mean, action_std)
+
+    @classmethod
+    def identity(cls, dim: int = ACTION_DIM) -> "Normalizer":
+        zeros, ones = torch.zeros(dim), torch.ones(dim)
+        return cls(zeros, ones, zeros.clone(), ones.clone())
+
+    def to_dict(self) -> dict:
+        return {name: getattr(self, name).tolist() for name in ("state_mean", "state_std", "action_mean",
+                                                                 "action_std")}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Normalizer":
+        return cls(**{name: torch.tensor(values, dtype=torch.float32) for name, values in data.items()})
+
+    def normalize_state(self, state: torch.Tensor) -> torch.Tensor:
+        return (state - self.state_mean.to(state)) / self.state_std.to(state)
+
+    def normalize_action(self, action: torch.Tensor) -> torch.Tensor:
+        return (action - self.action_mean.to(action)) / self.action_std.to(action)
+
+    def unnormalize_action(self, action: torch.Tensor) -> torch.Tensor:
+        return action * self.action_std.to(action) + self.action_mean.to(action)

@@ -1,0 +1,173 @@
+"""The compact policy: a small image + state + instruction flow-matching policy that trains on two CPU cores.
+
+Prefix (computed once per decision): per-camera conv encoders turn each image into 6 x 6 tokens; the state is
+one token; the instruction, which follows the grammar "Move the <colour> <piece> from <square> to <square>.",
+is four tokens (colour, piece, from-square, to-square embeddings). The action expert is a transformer over the
+T = 50 noisy action tokens, conditioned on the flow time t, attending to the prefix tokens.
+
+Files: `config.json` (kind, architecture, normaliser) and `model.safetensors`; both written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from chess_sim.policy.base import ACTION_DIM, CHUNK, DEFAULT_STEPS, Normalizer
+
+KIND = "compact"
+CAMERAS = ("front", "wrist")
+COLOURS = ("white", "black")
+PIECES = ("pawn", "knight", "bishop", "rook", "queen", "king")
+INSTRUCTION = re.compile(r"Move the (white|black) (pawn|knight|bishop|rook|queen|king) from ([a-h][1-8]) "
+                         r"to ([a-h][1-8])\.")
+
+
+@dataclass(frozen=True)
+class CompactConfig:
+    image_size: int = 96
+    """Camera images are resized to this square size before the conv encoder (96 -> 6 x 6 tokens)."""
+    width: int = 128
+    """Token width of the prefix and of the action expert."""
+    layers: int = 4
+    """Transformer layers of the action expert."""
+    heads: int = 4
+    """Attention heads."""
+    chunk: int = CHUNK
+    """T: control steps per decision."""
+    action_dim: int = ACTION_DIM
+    """A: joints."""
+    steps: int = DEFAULT_STEPS
+    """K: Euler steps of the sampler."""
+
+
+def tokenize_instruction(texts: list[str]) -> torch.Tensor:
+    """(B, 4) integer tokens (colour, piece, from-square, to-square); ValueError names an instruction that
+    does not follow the grammar."""
+    rows = []
+    for text in texts:
+        match = INSTRUCTION.fullmatch(text.strip())
+        if match is None:
+            raise ValueError(f"instruction does not follow 'Move the <colour> <piece> from <sq> to <sq>.': {text!r}")
+        colour, piece, source, target = match.groups()
+        rows.append([COLOURS.index(colour), PIECES.index(piece), _square(source), _square(target)])
+    return torch.tensor(rows, dtype=torch.long)
+
+
+def _square(name: str) -> int:
+    return "abcdefgh".index(name[0]) + 8 * (int(name[1]) - 1)
+
+
+class _CameraEncoder(nn.Module):
+    """(B, 3, S, S) in [0, 1] -> (B, (S/16)^2, width) tokens."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(3, 32, 5, stride=2, padding=2), nn.GELU(),
+            nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.GELU(),
+            nn.Conv2d(64, 64, 3, stride=2, padding=1), nn.GELU(),
+            nn.Conv2d(64, width, 3, stride=2, padding=1),
+        )
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.net(images).flatten(2).transpose(1, 2)
+
+
+def _time_embedding(t: torch.Tensor, width: int) -> torch.Tensor:
+    """Sinusoidal embedding of flow times t (B,) -> (B, width)."""
+    half = width // 2
+    frequencies = torch.exp(-math.log(1000.0) * torch.arange(half, device=t.device) / half)
+    angles = t[:, None] * frequencies[None] * 100.0
+    return torch.cat([angles.sin(), angles.cos()], dim=1)
+
+
+class CompactPolicy(nn.Module):
+    """FlowPolicy implementation (see `policy/base.py`)."""
+
+    def __init__(self, config: CompactConfig | None = None, normalizer: Normalizer | None = None):
+        super().__init__()
+        self.config = config or CompactConfig()
+        self.normalizer = normalizer or Normalizer.identity(self.config.action_dim)
+        self.chunk, self.action_dim, self.steps = self.config.chunk, self.config.action_dim, self.config.steps
+        width = self.config.width
+        grid = (self.config.image_size // 16) ** 2
+        self.cameras = nn.ModuleDict({name: _CameraEncoder(width) for name in CAMERAS})
+        self.image_position = nn.Parameter(torch.randn(len(CAMERAS), grid, width) * 0.02)
+        self.state_proj = nn.Linear(self.action_dim, width)
+        self.colour = nn.Embedding(len(COLOURS), width)
+        self.piece = nn.Embedding(len(PIECES), width)
+        self.square = nn.Embedding(64, width)
+        self.square_role = nn.Parameter(torch.randn(2, width) * 0.02)
+        self.action_in = nn.Linear(self.action_dim, width)
+        self.action_position = nn.Parameter(torch.randn(self.chunk, width) * 0.02)
+        self.time_mlp = nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.Linear(width, width))
+        layer = nn.TransformerDecoderLayer(width, self.config.heads, 4 * width, dropout=0.0, batch_first=True,
+                                           norm_first=True)
+        self.expert = nn.TransformerDecoder(layer, self.config.layers)
+        self.action_out = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, self.action_dim))
+
+    # ------------------------------------------------------------------ FlowPolicy
+    def encode(self, batch: dict) -> dict[str, torch.Tensor]:
+        """Prefix {"tokens": (B, P, width)} with P = 2 * 36 image + 1 state + 4 instruction tokens."""
+        size = self.config.image_size
+        tokens = []
+        for i, name in enumerate(CAMERAS):
+            images = batch[f"observation.images.{name}"].float()
+            assert images.ndim == 4 and images.shape[1] == 3, f"{name} images must be (B, 3, H, W)"
+            images = F.interpolate(images, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+            tokens.append(self.cameras[name](images) + self.image_position[i])
+        state = self.normalizer.normalize_state(batch["observation.state"].float())
+        tokens.append(self.state_proj(state)[:, None])
+        words = tokenize_instruction(list(batch["task"])).to(state.device)
+        text = torch.stack([self.colour(words[:, 0]), self.piece(words[:, 1]),
+                            self.square(words[:, 2]) + self.square_role[0],
+                            self.square(words[:, 3]) + self.square_role[1]], dim=1)
+        tokens.append(text)
+        return {"tokens": torch.cat(tokens, dim=1)}
+
+    def velocity(self, prefix: dict[str, torch.Tensor], x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        assert x_t.shape[1:] == (self.chunk, self.action_dim), f"x_t must be (B, T, A), got {tuple(x_t.shape)}"
+        time = self.time_mlp(_time_embedding(t.to(x_t), self.config.width))
+        hidden = self.action_in(x_t) + self.action_position + time[:, None]
+        return self.action_out(self.expert(hidden, prefix["tokens"]))
+
+    def features(self, prefix: dict[str, torch.Tensor]) -> torch.Tensor:
+        return prefix["tokens"].mean(dim=1)
+
+    # ------------------------------------------------------------------ files
+    def save(self, directory) -> None:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        config = {"kind": KIND, "config": asdict(self.config), "normalizer": self.normalizer.to_dict()}
+        _atomic(directory / "config.json", lambda path: path.write_text(json.dumps(config, indent=2)))
+        state = {name: tensor.detach().contiguous() for name, tensor in self.state_dict().items()}
+        _atomic(directory / "model.safetensors", lambda path: save_file(state, str(path)))
+
+    @classmethod
+    def load(cls, directory) -> "CompactPolicy":
+        directory = Path(directory)
+        config_path, weights_path = directory / "config.json", directory / "model.safetensors"
+        if not config_path.is_file() or not weights_path.is_file():
+            raise ValueError(f"{directory} is not a policy directory (needs config.json and model.safetensors)")
+        data = json.loads(config_path.read_text())
+        if data.get("kind") != KIND:
+            raise ValueError(f"{directory} holds a {data.get('kind')!r} policy, not a compact one")
+        policy = cls(CompactConfig(**data["config"]), Normalizer.from_dict(data["normalizer"]))
+        policy.load_state_dict(load_file(str(weights_path)))
+        return policy.eval()
+
+
+def _atomic(path: Path, write) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    os.replace(tmp, path)
