@@ -80,3 +80,22 @@ def test_record_refuses_a_non_empty_directory(tmp_path, capsys):
     assert main(["record", "--episodes", "1", "--out", str(tmp_path)]) == 2
     assert "not empty" in capsys.readouterr().err
     assert (tmp_path / "keep.txt").read_text() == "mine"  # nothing lost
+
+
+def test_scene_needs_an_image_file_name(tmp_path, capsys):
+    assert main(["scene", "--out", str(tmp_path / "scene")]) == 2
+    assert "expected an image file name" in capsys.readouterr().err
+
+
+def test_expert_out_that_is_a_file_is_refused_before_running(tmp_path, capsys):
+    target = tmp_path / "results"
+    target.write_text("keep")
+    assert main(["expert", "--episodes", "1", "--workers", "1", "--out", str(target)]) == 2
+    assert "is a file" in capsys.readouterr().err and target.read_text() == "keep"
+
+
+def test_record_into_an_existing_empty_directory(tmp_path):
+    out = tmp_path / "empty"
+    out.mkdir()
+    assert main(["record", "--episodes", "1", "--workers", "1", "--recovery", "0", "--out", str(out)]) == 0
+    assert (out / "meta" / "info.json").is_file()

@@ -1,6 +1,6 @@
 """`chess-sim <verb>`: parses and validates arguments, then calls one function per verb.
 
-Bad input ends with one line on stderr and exit code 2; never a traceback.
+Bad input ends with one line on stderr and exit code 2; output paths are checked before any work starts.
 """
 
 from __future__ import annotations
@@ -102,6 +102,8 @@ def cmd_scene(args: argparse.Namespace) -> dict:
     from chess_sim.sim.env import ChessEnv
 
     _check_writable_file(args.out)
+    if args.out.suffix.lower() not in IMAGE_SUFFIXES:
+        raise UsageError(f"--out {args.out}: expected an image file name ending in {', '.join(IMAGE_SUFFIXES)}")
     env = ChessEnv(profile(args.profile))
     try:
         _, info = env.reset(seed=args.seed, options={"index": args.index})
@@ -121,11 +123,12 @@ def cmd_expert(args: argparse.Namespace) -> dict:
     from chess_sim.summary import summarize
     from chess_sim.tables import outcome_table, write_csv
 
+    _check_output_dir(args.out)
     rows = run_expert_episodes(profile(args.profile), args.seed, args.episodes, workers=args.workers,
                                video_dir=args.out / "videos", videos=args.video)
     summary = summarize(rows)
-    write_csv(args.out / "episodes.csv", rows)
     print(outcome_table(summary))
+    write_csv(args.out / "episodes.csv", rows)
     return summary
 
 
@@ -141,8 +144,7 @@ def cmd_record(args: argparse.Namespace) -> dict:
             raise UsageError("record needs --out DIR (or --inspect DIR)")
         if args.episodes is None and not args.resume:
             raise UsageError("record needs --episodes N")
-        if args.out.exists() and not args.out.is_dir():
-            raise UsageError(f"{args.out} is a file; expected a dataset directory")
+        _check_output_dir(args.out)
         rec = RecordConfig(recovery_fraction=args.recovery, keep_failures=args.keep_failures)
         summary = record(args.out, profile(args.profile), rec, args.seed, args.episodes or 0,
                          workers=args.workers, resume=args.resume)
@@ -168,9 +170,23 @@ def _print_inspection(summary: dict) -> None:
 COMMANDS = {"scene": cmd_scene, "expert": cmd_expert, "record": cmd_record}
 
 
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+
+
 def _check_writable_file(path: Path) -> None:
     if path.exists() and path.is_dir():
         raise UsageError(f"{path} is a directory; expected a file path")
+
+
+def _check_output_dir(path: Path) -> None:
+    """An output folder must be a folder (it is created when missing): checked before any work is done."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--out {path} is a file; expected a directory")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(f"--out {path}: {parent} is a file")
+            break
 
 
 def main(argv: list[str] | None = None) -> int:

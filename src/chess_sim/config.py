@@ -9,7 +9,6 @@ Units: metres, seconds, kilograms, degrees where named `_deg`, millimetres where
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 TRAIN_SEED = 7_700_003
@@ -23,7 +22,7 @@ JOINT_NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wri
 @dataclass(frozen=True)
 class BoardConfig:
     square: float = 0.025
-    """Square side. 25 mm keeps all 64 centres within the SO-101's reach (0.15-0.33 m from the base)."""
+    """Square side. 25 mm keeps all 64 centres within the SO-101's reach (0.15-0.34 m from the base)."""
     near_edge: float = 0.14
     """Distance from the arm's base axis to the board's near (rank-1) edge, along +x."""
     thickness: float = 0.006
@@ -102,15 +101,22 @@ class JudgeConfig:
     """A piece counts as toppled once tilted past `upright_deg` this long: a knocked piece that rocks back
     within a third of a second still stands."""
     disturb_mm: float = 3.0
-    """A non-target piece that moved more than this was disturbed (offsets at reset are <= 2 mm)."""
+    """A non-target piece that moved more than this from where it settled at reset was disturbed (well
+    above the sub-millimetre creep of resting pieces, well below a push that would show on a real board)."""
     lift_mm: float = 20.0
     """`clean_lift`: the target rose at least this high with nothing else moved."""
     gripper_clear_mm: float = 10.0
     """Success requires the jaws at least this far from the placed piece (released and withdrawn)."""
     dropped_mm: float = 8.0
-    """A released target resting more than this above the board surface, or off the board, is dropped."""
+    """A released target still moving more than this above the board (falling), or off the board, was
+    dropped."""
+    resting_speed: float = 0.02
+    """m/s: a piece slower than this is at rest (a settled piece moves < 1 mm/s)."""
+    on_board_mm: float = 2.0
+    """A piece whose base is within this of the board surface stands on the board."""
     unstable_speed: float = 5.0
-    """Any body faster than this (m/s) means the simulation diverged: end `unstable`."""
+    """A piece faster than this (m/s), or MuJoCo's bad-acceleration warning, means the simulation diverged:
+    end `unstable` (pieces move < 1 m/s in any real episode)."""
 
 
 @dataclass(frozen=True)
@@ -184,7 +190,3 @@ def profile(name: str) -> EnvConfig:
         raise ValueError(f"unknown profile {name!r}; known: {', '.join(sorted(PROFILES))}")
     return PROFILES[name]
 
-
-def replace(cfg, **changes):
-    """`dataclasses.replace`, re-exported so callers never mutate a shared config."""
-    return dataclasses.replace(cfg, **changes)

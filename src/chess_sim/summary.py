@@ -6,7 +6,7 @@ import math
 from collections import Counter
 from statistics import median
 
-ENDS = ("success", "toppled", "disturbed", "dropped", "timeout", "unstable")
+from chess_sim.sim.judge import ENDS
 
 
 def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:

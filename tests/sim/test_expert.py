@@ -48,3 +48,18 @@ def test_expert_actions_are_in_lerobot_units(env):
     assert action.shape == (6,) and action.dtype == np.float32
     assert np.all(action >= env.units.lower - 1e-3) and np.all(action <= env.units.upper + 1e-3)
     assert 0.0 <= action[5] <= 100.0
+
+
+def test_expert_rollout_does_not_depend_on_earlier_scenes(env):
+    def rollout(environment, steps=120):
+        environment.reset(seed=SEED, options={"index": 7})
+        for _ in range(steps):
+            environment.step(environment.expert_action())
+        return environment.data.qpos.copy()
+
+    for index in range(3):  # use the expert's IK (and any random restarts) on other scenes first
+        env.reset(seed=SEED, options={"index": index})
+        for _ in range(30):
+            env.step(env.expert_action())
+    fresh = ChessEnv(replace(profile("baseline"), render=False, early_stop=True))
+    assert np.array_equal(rollout(env), rollout(fresh))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from chess_sim.config import BoardConfig, JudgeConfig
-from chess_sim.sim.judge import Judge, Snapshot, tilt_deg
+from chess_sim.sim.judge import Judge, Snapshot
 
 TOP = 0.006
 GOAL = np.array([0.2, 0.0])
@@ -127,6 +127,12 @@ def test_unstable_on_nan_or_speed():
     assert judge().update(snap(bad)) == "unstable"
 
 
-def test_tilt_deg_hand_values():
-    up = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
-    assert tilt_deg(up) == pytest.approx([0.0, 90.0, 45.0])
+def test_max_tilt_hand_value():
+    j = judge()
+    j.update(snap(up=tilted(45.0)))
+    j.update(snap())
+    assert j.measurements()["max_tilt_deg"] == pytest.approx(45.0)
+
+
+def test_no_success_while_a_neighbour_leans():
+    assert judge().update(snap(moved([0.2, 0.0, TOP]), up=tilted(30.0, index=1))) is None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+from collections import Counter, deque
 import os
 import shutil
 import time
@@ -38,7 +39,6 @@ COMMIT_DIR = "meta/chess_sim_commit"
 SHARED_META = ("info.json", "stats.json", "tasks.parquet")
 """LeRobot metadata files rewritten by every saved episode (the per-episode files are new each time)."""
 FORMAT = 1
-CAMERAS = ("front", "wrist")
 MOTOR_NAMES = [f"{joint}.pos" for joint in JOINT_NAMES]
 """LeRobot's SO-101 follower names its state and action entries `<joint>.pos`."""
 
@@ -161,6 +161,7 @@ def _commit(root: Path, progress: Progress) -> None:
             shutil.copy2(meta / name, staging / name)
     text = json.dumps({"format": FORMAT, **asdict(progress)}, indent=1)
     (staging / "progress.json").write_text(text)
+    shutil.rmtree(old, ignore_errors=True)  # left by a kill between the renames of an earlier commit
     if commit.exists():
         commit.rename(old)
     staging.rename(commit)
@@ -212,6 +213,8 @@ def _open_dataset(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, epis
                               f"scene {progress.next_index} of {progress.episodes} next): add --resume to "
                               f"continue it, or delete the directory to restart")
         raise RecordError(f"{root} exists and is not empty; choose a new --out (or --resume a recording)")
+    if root.exists():
+        root.rmdir()  # empty (checked above); LeRobot creates the directory itself
     dataset = LeRobotDataset.create(_repo_id(root), fps=cfg.physics.control_hz, features=features(cfg),
                                     root=root, robot_type="so101_follower", use_videos=True,
                                     rgb_encoder=encoder, **_streaming(cfg))
@@ -339,7 +342,23 @@ class _episode_source:
             return lambda jobs: (_worker_record(job) for job in jobs)
         self.pool = mp.get_context("spawn").Pool(self.workers, initializer=_init_worker,
                                                  initargs=(self.cfg, self.rec))
-        return lambda jobs: self.pool.imap(_worker_record, jobs, chunksize=1)
+        return self._bounded
+
+    def _bounded(self, jobs):
+        """Results in job order with at most 2 episodes per worker in flight: a finished episode holds up to
+        ~240 MB of frames, so workers must not run far ahead of the writer."""
+        pending: deque = deque()
+        jobs = iter(jobs)
+        for job in jobs:
+            pending.append(self.pool.apply_async(_worker_record, (job,)))
+            if len(pending) >= 2 * self.workers:
+                break
+        while pending:
+            episode = pending.popleft().get()
+            for job in jobs:
+                pending.append(self.pool.apply_async(_worker_record, (job,)))
+                break
+            yield episode
 
     def __exit__(self, *exc):
         if self.pool is not None:
@@ -354,17 +373,11 @@ def _summary(root: Path, progress: Progress, frames: int, seconds: float, timing
         "dataset": str(root), "finished": progress.finished, "episodes_saved": len(progress.saved),
         "episodes_failed": len(progress.failed), "scenes_attempted": attempted,
         "recovery_episodes": sum(e["recovery"] for e in progress.saved),
-        "failures_by_end": _count(e["end"] for e in progress.failed),
+        "failures_by_end": dict(Counter(e["end"] for e in progress.failed)),
         "frames_this_run": frames, "seconds": seconds, "frames_per_s": frames / seconds if seconds else 0.0,
         "time_share": {key.removesuffix("_s"): value / busy for key, value in timing.items()},
     }
 
-
-def _count(values) -> dict:
-    counts: dict = {}
-    for value in values:
-        counts[value] = counts.get(value, 0) + 1
-    return counts
 
 
 def inspect(root: Path) -> dict:
@@ -390,7 +403,7 @@ def inspect(root: Path) -> dict:
         "features": {k: {"dtype": v["dtype"], "shape": list(v["shape"])} for k, v in meta.features.items()
                      if k in ("observation.images.front", "observation.images.wrist", "observation.state",
                               "action")},
-        "pieces": _count(f"{e['color']} {e['piece']}" for e in saved),
+        "pieces": dict(Counter(f"{e['color']} {e['piece']}" for e in saved)),
         "recovery_episodes": sum(e["recovery"] for e in saved),
         "failed_scenes": len(progress.failed) if progress else None,
         "instructions": sorted(meta.tasks.index.tolist()),

@@ -21,7 +21,7 @@ import numpy as np
 
 from chess_sim.sim.ik import ArmIK, Pose, Solution, grasp_pose
 from chess_sim.sim.pieces import PieceShape, piece_shape
-from chess_sim.sim.scene import PAD_Z, Scene
+from chess_sim.sim.scene import Scene
 from chess_sim.sim.sim_state import ContactReader, Units
 from chess_sim.sim.tasks import Task
 
@@ -70,13 +70,13 @@ class Grip:
 class Expert:
     """Closed-loop scripted controller for one scene at a time (`reset`, then `act` every control step)."""
 
-    def __init__(self, scene: Scene, dt: float, seed: int = 0):
+    def __init__(self, scene: Scene, dt: float):
         self.scene = scene
         self.dt = dt
         self.units = Units(scene)
         self.ik = ArmIK(scene.model, scene.arm_qpos, scene.arm_dof, scene.tcp_site)
         self.contacts = ContactReader(scene)
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(0)
         self.home_rad = self._solve_home()
         self.plan: list[np.ndarray] = []
         self.phase = "idle"
@@ -93,6 +93,9 @@ class Expert:
     def reset(self, task: Task, target_slot: int) -> None:
         self.task = task
         self.target = target_slot
+        # IK restarts draw from this: reseeded per scene so a rollout depends on (seed, index) alone, not on
+        # which scenes this process solved before.
+        self.rng = np.random.default_rng([task.seed, task.index, 0xE7])
         self.shape: PieceShape = piece_shape(task.piece)
         self.goal = np.asarray(task.goal_xy, float)
         self.yaw = task.pieces[task.target].yaw
@@ -217,7 +220,7 @@ class Expert:
         plan: list[np.ndarray] = []
         plan += self._line(np.append(q[:5], closed), tcp, np.array([tcp[0], tcp[1], carry_z]), rot[:, 0], closed,
                            keep_orientation=True)
-        plan += self._free_move(plan[-1] if plan else np.append(q[:5], closed), above, c, gripper=closed)
+        plan += self._free_move(plan[-1], above, c, gripper=closed)
         plan += self._line(plan[-1], above, near, c, closed)
         plan += self._line(plan[-1], near, tcp_goal, c, closed, speed=LINEAR_SPEED / 3)
         plan += self._gripper(plan[-1], GRIPPER_OPEN_RAD, 0.4)

@@ -11,8 +11,8 @@ Ends, one per episode:
 - `toppled` (any piece tilted past `upright_deg` for `topple_seconds`) and `disturbed` (another piece moved more than
   `disturb_mm`) can never be undone: they end the episode at once with `early_stop`, and otherwise are
   reported at the time limit.
-- `dropped`: the target fell from the jaws (it rests above the board, or off it, or away from the goal after
-  having been lifted). The robot may pick it up again, so it ends an episode only with `early_stop` and
+- `dropped`: the target fell from the jaws (released while still falling above the board, off the board, or
+  at rest away from the goal after having been lifted). The robot may pick it up again, so it ends an episode only with `early_stop` and
   only when the target left the board.
 - `timeout`: none of the above by the time limit (a truncation, not a terminal state).
 A piece's yaw never counts: a knight facing sideways on its square is still on its square.
@@ -28,10 +28,6 @@ import numpy as np
 from chess_sim.config import BoardConfig, JudgeConfig
 
 ENDS = ("success", "toppled", "disturbed", "dropped", "timeout", "unstable")
-RESTING_SPEED = 0.02
-"""m/s: a target slower than this is at rest (a settled piece moves < 1 mm/s)."""
-ON_BOARD_MM = 2.0
-"""A piece's base within this of the board surface stands on the board."""
 
 
 @dataclass(slots=True)
@@ -51,7 +47,7 @@ class Snapshot:
     board_top: float
     target_speed: float
     max_speed: float
-    """Largest linear speed of any body (m/s)."""
+    """Largest linear speed of any piece (m/s); inf when MuJoCo flagged a bad acceleration."""
     jaws_on_target: int
     """How many jaw pads touch the target (0, 1 or 2)."""
     gripper_touches_target: bool
@@ -116,14 +112,14 @@ class Judge:
                 self.failure = "disturbed"
         off_board = not _on_board(x, y, self.board)
         held = snap.gripper_touches_target
-        resting = snap.target_speed < RESTING_SPEED
+        resting = snap.target_speed < cfg.resting_speed
         fell = not held and not resting and rise_mm > cfg.dropped_mm
         lost_after_lift = (not held and resting and self.max_rise_mm >= cfg.lift_mm
                            and self.place_error_mm > cfg.place_tolerance_mm)
         if fell or off_board or lost_after_lift:
             self.dropped = True
 
-        if self.failure is None and self._placed(snap, bool(tilted[snap.target]), rise_mm):
+        if self.failure is None and self._placed(snap, bool(tilted.any()), rise_mm):
             return self._end("success")
         if self.early_stop and self.failure is not None:
             return self._end(self.failure)
@@ -131,11 +127,13 @@ class Judge:
             return self._end("dropped")
         return None
 
-    def _placed(self, snap: Snapshot, target_tilted: bool, rise_mm: float) -> bool:
+    def _placed(self, snap: Snapshot, any_tilted: bool, rise_mm: float) -> bool:
+        """Target on its square and released, and no piece leaning (one knocked during the release may still
+        be falling: its topple is not yet counted)."""
         return (self.place_error_mm <= self.cfg.place_tolerance_mm
-                and not target_tilted
-                and abs(rise_mm) <= ON_BOARD_MM
-                and snap.target_speed < RESTING_SPEED
+                and not any_tilted
+                and abs(rise_mm) <= self.cfg.on_board_mm
+                and snap.target_speed < self.cfg.resting_speed
                 and not snap.gripper_touches_target
                 and snap.gripper_clearance_mm >= self.cfg.gripper_clear_mm)
 
@@ -159,11 +157,6 @@ class Judge:
             "place_error_mm": None if math.isnan(self.place_error_mm) else self.place_error_mm,
             "max_tilt_deg": self.max_tilt_deg,
         }
-
-
-def tilt_deg(up: np.ndarray) -> np.ndarray:
-    """(N,) angle between each piece axis and the world vertical, degrees."""
-    return np.degrees(np.arccos(np.clip(up[:, 2] / np.linalg.norm(up, axis=1), -1.0, 1.0)))
 
 
 def _on_board(x: float, y: float, board: BoardConfig) -> bool:

@@ -5,7 +5,8 @@ centre of the base's bottom face (the piece stands on z = 0), the knight's snout
 in kg. `scene.py` turns `PieceShape.collision` into MuJoCo geoms and `piece_mesh` into a visual mesh.
 
 Sizes suit 25 mm squares: base diameters 11-13.5 mm, heights 26 mm (pawn) to 44 mm (king). Every collision
-primitive stays within the base radius horizontally, so pieces on neighbouring squares never touch.
+primitive stays within the base radius horizontally (the knight's snout overhangs it by 0.5 mm), so pieces on
+neighbouring squares never touch.
 
 Grasping: the SO-101's jaws close along the piece's local y axis at `grasp_height`, with pads ~12 mm tall.
 Around the grasp height (at least +-4 mm, and +-6 mm in the render meshes) each piece is a single

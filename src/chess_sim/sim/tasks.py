@@ -67,9 +67,10 @@ class Visuals:
     black_piece_rgb: tuple[float, float, float]
     table_rgb: tuple[float, float, float]
     front_camera_offset: tuple[float, ...]
-    """(dx, dy, dz [m], droll, dpitch, dyaw [deg]) in the world frame."""
+    """(dx, dy, dz [m], droll, dpitch, dyaw [deg]): the shift in the world frame, the rotation about the
+    camera's own axes."""
     wrist_camera_offset: tuple[float, ...]
-    """Same, in the gripper frame."""
+    """Same, the shift in the gripper frame."""
 
 
 DEFAULT_VISUALS = Visuals(
