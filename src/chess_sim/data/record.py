@@ -21,8 +21,8 @@ stopped by Ctrl-C (or `stop_after`) finalises the writer first, so the dataset i
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
-from collections import Counter, deque
+from collections import Counter
+from contextlib import closing
 import os
 import shutil
 import time
@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from chess_sim.config import JOINT_NAMES, EnvConfig, RecordConfig
+from chess_sim.sim.episodes import ordered_map
 
 PROGRESS_FILE = "meta/chess_sim.json"
 """A readable copy of the progress record, per-episode metadata included."""
@@ -246,7 +247,7 @@ def _roll_back_to_commit(root: Path, progress: Progress) -> None:
 
 
 def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: int, workers: int = 2,
-           resume: bool = False, stop_after: int | None = None, on_episode=None) -> dict:
+           resume: bool = False, stop_after: int | None = None) -> dict:
     """Record scenes `(seed, 0..episodes-1)` into `root`; returns a summary. `stop_after` saves at most that
     many episodes in this call (tests of resumption use it)."""
     from chess_sim.progress import Progress as Bar
@@ -263,9 +264,10 @@ def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: i
     timing = {"physics_s": 0.0, "render_s": 0.0, "encode_s": 0.0}
     frames = 0
     saved_now = 0
+    episodes_out = ordered_map(_worker_record, jobs, workers, _init_worker, (cfg, rec))
     try:
-        with _episode_source(cfg, rec, workers) as run:
-            for episode in run(jobs):
+        with closing(episodes_out):
+            for episode in episodes_out:
                 timing["physics_s"] += episode.physics_s
                 timing["render_s"] += episode.render_s
                 keep = episode.row["end"] == "success" or rec.keep_failures
@@ -280,8 +282,6 @@ def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: i
                     progress.failed.append(_episode_meta(episode, None))
                 progress.next_index = episode.index + 1
                 _commit(root, progress)
-                if on_episode is not None:
-                    on_episode(episode)
                 bar.advance(note=f"saved {len(progress.saved)}  failed {len(progress.failed)}")
                 if stop_after is not None and saved_now >= stop_after:
                     break
@@ -327,43 +327,6 @@ def _episode_meta(episode: Episode, dataset_index: int | None) -> dict:
             "piece": row["piece"], "color": row["color"], "from": row["from"], "to": row["to"],
             "instruction": row["instruction"], "end": row["end"], "recovery": episode.recovery,
             "frames": len(episode.action)}
-
-
-class _episode_source:
-    """Context manager yielding `run(jobs) -> iterator of Episode` in job order, on 1 or more workers."""
-
-    def __init__(self, cfg: EnvConfig, rec: RecordConfig, workers: int):
-        self.cfg, self.rec, self.workers = cfg, rec, workers
-        self.pool = None
-
-    def __enter__(self):
-        if self.workers <= 1:
-            _init_worker(self.cfg, self.rec)
-            return lambda jobs: (_worker_record(job) for job in jobs)
-        self.pool = mp.get_context("spawn").Pool(self.workers, initializer=_init_worker,
-                                                 initargs=(self.cfg, self.rec))
-        return self._bounded
-
-    def _bounded(self, jobs):
-        """Results in job order with at most 2 episodes per worker in flight: a finished episode holds up to
-        ~240 MB of frames, so workers must not run far ahead of the writer."""
-        pending: deque = deque()
-        jobs = iter(jobs)
-        for job in jobs:
-            pending.append(self.pool.apply_async(_worker_record, (job,)))
-            if len(pending) >= 2 * self.workers:
-                break
-        while pending:
-            episode = pending.popleft().get()
-            for job in jobs:
-                pending.append(self.pool.apply_async(_worker_record, (job,)))
-                break
-            yield episode
-
-    def __exit__(self, *exc):
-        if self.pool is not None:
-            self.pool.terminate()
-            self.pool.join()
 
 
 def _summary(root: Path, progress: Progress, frames: int, seconds: float, timing: dict) -> dict:

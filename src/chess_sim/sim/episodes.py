@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing as mp
 import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -58,15 +61,28 @@ def run_expert_episodes(cfg: EnvConfig, seed: int, episodes: int, workers: int =
             for i in range(episodes)]
     progress = Progress(episodes, label)
     rows = []
-    if workers <= 1:
-        init_worker(cfg)
-        for job in jobs:
-            rows.append(worker_episode(job))
-            progress.advance(note=f"success {sum(r['end'] == 'success' for r in rows)}/{len(rows)}")
-    else:
-        with mp.get_context("spawn").Pool(workers, initializer=init_worker, initargs=(cfg,)) as pool:
-            for row in pool.imap(worker_episode, jobs):
-                rows.append(row)
-                progress.advance(note=f"success {sum(r['end'] == 'success' for r in rows)}/{len(rows)}")
+    for row in ordered_map(worker_episode, jobs, workers, init_worker, (cfg,)):
+        rows.append(row)
+        progress.advance(note=f"success {sum(r['end'] == 'success' for r in rows)}/{len(rows)}")
     progress.close()
     return rows
+
+
+def ordered_map(fn: Callable, jobs: Iterable, workers: int, initializer: Callable, initargs: tuple,
+                in_flight_per_worker: int = 2) -> Iterator:
+    """`fn(job)` for every job, yielded in job order: in this process when `workers <= 1`, else on a pool of
+    spawned worker processes (each set up once by `initializer(*initargs)`: one simulator per process).
+    At most `in_flight_per_worker * workers` jobs are outstanding, so results (a recorded episode holds up
+    to ~240 MB of frames) never pile up faster than the caller consumes them. Closing the iterator early
+    terminates the pool."""
+    if workers <= 1:
+        initializer(*initargs)
+        yield from map(fn, jobs)
+        return
+    jobs = iter(jobs)
+    with mp.get_context("spawn").Pool(workers, initializer=initializer, initargs=initargs) as pool:
+        pending = deque(pool.apply_async(fn, (job,)) for job in itertools.islice(jobs, in_flight_per_worker * workers))
+        while pending:
+            result = pending.popleft().get()
+            pending.extend(pool.apply_async(fn, (job,)) for job in itertools.islice(jobs, 1))
+            yield result
