@@ -15,6 +15,13 @@ TRAIN_SEED = 7_700_003
 VALIDATION_SEED = 9_300_003
 TEST_SEED = 5_500_001
 
+CHUNK = 50
+"""T: control steps per decision (an action chunk)."""
+ACTION_DIM = 6
+"""A: joint targets per control step."""
+DENOISE_STEPS = 10
+"""K: Euler steps of a flow policy's denoising chain."""
+
 JOINT_NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
 """LeRobot SO-101 follower joint names; arm joints in degrees, gripper 0 (closed) to 100 (open)."""
 
@@ -175,6 +182,26 @@ class RecordConfig:
     on this CPU and every LeRobot decoder reads it)."""
     vpreset: str = "ultrafast"
     """Encoder speed preset: rendering and encoding share two cores, so encoding must stay cheap."""
+
+
+@dataclass(frozen=True)
+class CompactConfig:
+    """Architecture of the compact flow policy (`policy/compact.py`)."""
+
+    image_size: int = 96
+    """Camera images are resized to this square size before the conv encoder (96 -> 6 x 6 tokens)."""
+    width: int = 128
+    """Token width of the prefix and of the action expert."""
+    layers: int = 4
+    """Transformer layers of the action expert."""
+    heads: int = 4
+    """Attention heads."""
+    chunk: int = CHUNK
+    """T: control steps per decision."""
+    action_dim: int = ACTION_DIM
+    """A: joints."""
+    steps: int = DENOISE_STEPS
+    """K: Euler steps of the sampler."""
 
 
 PROFILES: dict[str, EnvConfig] = {

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from chess_sim.policy.base import FlowPolicy, Normalizer, flow_matching_loss, sample_chunk, time_grid
-from chess_sim.policy.compact import CompactConfig, CompactPolicy, tokenize_instruction
+from chess_sim.config import CompactConfig
+from chess_sim.policy.compact import CompactPolicy, tokenize_instruction
 
 SMALL = CompactConfig(image_size=32, width=32, layers=1, heads=2)
 

@@ -18,12 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-CHUNK = 50
-"""T: control steps per decision."""
-ACTION_DIM = 6
-"""A: joint targets per control step."""
-DEFAULT_STEPS = 10
-"""K: Euler steps of the denoising chain."""
+from chess_sim.config import ACTION_DIM, CHUNK, DENOISE_STEPS  # noqa: F401 - the shapes every policy shares
 
 
 @runtime_checkable

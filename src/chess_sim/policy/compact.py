@@ -14,7 +14,7 @@ import json
 import math
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -22,7 +22,8 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from chess_sim.policy.base import ACTION_DIM, CHUNK, DEFAULT_STEPS, Normalizer
+from chess_sim.config import CompactConfig
+from chess_sim.policy.base import Normalizer
 
 KIND = "compact"
 CAMERAS = ("front", "wrist")
@@ -30,24 +31,6 @@ COLOURS = ("white", "black")
 PIECES = ("pawn", "knight", "bishop", "rook", "queen", "king")
 INSTRUCTION = re.compile(r"Move the (white|black) (pawn|knight|bishop|rook|queen|king) from ([a-h][1-8]) "
                          r"to ([a-h][1-8])\.")
-
-
-@dataclass(frozen=True)
-class CompactConfig:
-    image_size: int = 96
-    """Camera images are resized to this square size before the conv encoder (96 -> 6 x 6 tokens)."""
-    width: int = 128
-    """Token width of the prefix and of the action expert."""
-    layers: int = 4
-    """Transformer layers of the action expert."""
-    heads: int = 4
-    """Attention heads."""
-    chunk: int = CHUNK
-    """T: control steps per decision."""
-    action_dim: int = ACTION_DIM
-    """A: joints."""
-    steps: int = DEFAULT_STEPS
-    """K: Euler steps of the sampler."""
 
 
 def tokenize_instruction(texts: list[str]) -> torch.Tensor:
