@@ -69,6 +69,7 @@ class ChessEnv(gym.Env):
         self.contacts = ContactReader(self.scene)
         self.expert = Expert(self.scene, dt=1.0 / self.cfg.physics.control_hz)
         self.substeps = self.cfg.physics.substeps
+        self.max_steps = self.cfg.max_steps
         self.action_space = gym.spaces.Box(self.units.lower.astype(np.float32), self.units.upper.astype(np.float32),
                                            dtype=np.float32)
         spaces = {"agent_pos": gym.spaces.Box(self.units.lower.astype(np.float32),
@@ -102,7 +103,8 @@ class ChessEnv(gym.Env):
                            control_hz=self.cfg.physics.control_hz)
         self.steps = 0
         self._rewarded: set[str] = set()
-        info = self._task_info()
+        self._info = self._task_info()
+        info = dict(self._info)
         if options.get("check_expert"):
             info["expert_solvable"] = self.expert_solves()
         return self._observation(), info
@@ -143,16 +145,17 @@ class ChessEnv(gym.Env):
         for _ in range(self.substeps):
             mujoco.mj_step(self.model, self.data)
         self.steps += 1
-        end = self.judge.update(self._snapshot())
+        end = self.judge.update(snapshot(self.scene, self.data, self.contacts, self.start_positions,
+                                         self.target_slot, self.goal_xy, self.cfg.judge.place_tolerance_mm))
         truncated = False
-        if end is None and self.steps >= self.cfg.max_steps:
+        if end is None and self.steps >= self.max_steps:
             end = self.judge.timeout_end()
             truncated = True
         terminated = end is not None and not truncated
         reward, terms = self._reward(end)
         if end == "unstable":  # keep observations finite; the state is meaningless now
             mujoco.mj_resetData(self.model, self.data)
-        info = self._task_info()
+        info = dict(self._info)
         info.update(end=end, reward_terms=terms, measurements=self.judge.measurements(), steps=self.steps)
         return reward, terminated, truncated, info
 
@@ -199,10 +202,6 @@ class ChessEnv(gym.Env):
         if not np.all(np.isfinite(actions)):
             bad = "NaN" if np.any(np.isnan(actions)) else "inf"
             raise ValueError(f"action contains {bad}")
-
-    def _snapshot(self):
-        return snapshot(self.scene, self.data, self.contacts, self.start_positions, self.target_slot,
-                        self.goal_xy, clearance_within_mm=self.cfg.judge.place_tolerance_mm)
 
     def _reward(self, end: str | None) -> tuple[float, dict[str, float]]:
         cfg = self.reward_cfg

@@ -56,7 +56,7 @@ class ContactReader:
                             for slot in scene.slots]
         self.is_gripper = np.zeros(model.ngeom, dtype=bool)
         self.is_gripper[list(scene.gripper_geoms)] = True
-        self.pads = np.array(scene.jaw_geoms)
+        self.pad_set = frozenset(scene.jaw_geoms)
         self.bodies = np.array([slot.body for slot in scene.slots])
         self.qvel = np.array([np.arange(slot.qvel, slot.qvel + 3) for slot in scene.slots])
         """(N, 3) qvel addresses of each piece's linear velocity (world frame for a free joint)."""
@@ -68,13 +68,15 @@ class ContactReader:
             return 0, False
         pairs = data.contact.geom[:data.ncon]
         pairs = pairs[self.is_gripper[pairs].any(axis=1)]  # most contacts are pieces resting on the board
-        if len(pairs) == 0:
-            return 0, False
         body = self.scene.slots[slot].body
-        on_piece = self.geom_body[pairs] == body
-        other = np.where(on_piece[:, 0], pairs[:, 1], pairs[:, 0])[on_piece.any(axis=1)]
-        touching = other[self.is_gripper[other]]
-        return int(np.isin(self.pads, touching).sum()), touching.size > 0
+        pads, touching = set(), False
+        for first, second in pairs.tolist():  # a handful at most: plain Python beats numpy here
+            other = second if self.geom_body[first] == body else first if self.geom_body[second] == body else -1
+            if other >= 0 and self.is_gripper[other]:
+                touching = True
+                if other in self.pad_set:
+                    pads.add(other)
+        return len(pads), touching
 
     def clearance(self, data: mujoco.MjData, slot: int) -> float:
         """Smallest distance (m, capped) between any gripper geom and the slot's piece."""
