@@ -99,3 +99,17 @@ def test_record_into_an_existing_empty_directory(tmp_path):
     out.mkdir()
     assert main(["record", "--episodes", "1", "--workers", "1", "--recovery", "0", "--out", str(out)]) == 0
     assert (out / "meta" / "info.json").is_file()
+
+
+def test_train_smoke_and_bad_dataset(tmp_path, capsys):
+    data = tmp_path / "demos"
+    assert main(["record", "--episodes", "1", "--workers", "1", "--recovery", "0", "--out", str(data)]) == 0
+    out = tmp_path / "policy"
+    assert main(["train", "--dataset", str(data), "--out", str(out), "--steps", "2", "--batch-size", "4",
+                 "--val-episodes", "0", "--json", str(tmp_path / "train.json")]) == 0
+    assert json.loads((tmp_path / "train.json").read_text())["steps"] == 2
+    assert (out / "last" / "model.safetensors").is_file()
+    capsys.readouterr()
+    assert main(["train", "--dataset", str(tmp_path / "none"), "--out", str(tmp_path / "p2")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a LeRobot dataset" in err[0]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from chess_sim.config import PROFILES, TEST_SEED, TRAIN_SEED, RecordConfig, profile  # noqa: E402
+from chess_sim.config import PROFILES, TEST_SEED, TRAIN_SEED, RecordConfig, TrainConfig, profile  # noqa: E402
 
 
 class UsageError(Exception):
@@ -92,6 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
     record.add_argument("--resume", action="store_true", help="continue an interrupted recording in --out")
     record.add_argument("--inspect", type=Path, metavar="DIR", help="describe an existing dataset instead")
     record.add_argument("--json", type=Path, help="write the summary as JSON here")
+
+    train = verbs.add_parser("train", help="imitation training of a flow policy on a LeRobot dataset")
+    train.add_argument("--dataset", type=Path, required=True)
+    train.add_argument("--policy", choices=["compact", "smolvla"], default="compact")
+    train.add_argument("--init", type=Path, help="start from this policy directory")
+    train.add_argument("--out", type=Path, required=True)
+    train.add_argument("--steps", type=_positive, default=TrainConfig.steps)
+    train.add_argument("--batch-size", type=_positive, default=TrainConfig.batch_size)
+    train.add_argument("--val-every", type=_non_negative, default=TrainConfig.val_every)
+    train.add_argument("--val-episodes", type=_non_negative, default=TrainConfig.val_episodes)
+    train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    train.add_argument("--json", type=Path, help="write the summary as JSON here")
     return parser
 
 
@@ -167,7 +179,24 @@ def _print_inspection(summary: dict) -> None:
     print(f"  {len(summary['instructions'])} instructions, e.g. {summary['instructions'][:3]}")
 
 
-COMMANDS = {"scene": cmd_scene, "expert": cmd_expert, "record": cmd_record}
+def cmd_train(args: argparse.Namespace) -> dict:
+    from chess_sim.policy.bc import TrainError, train
+
+    if args.policy != "compact":
+        raise UsageError("--policy smolvla is not available yet: only the compact policy trains in this version")
+    _check_output_dir(args.out)
+    cfg = TrainConfig(steps=args.steps, batch_size=args.batch_size, val_every=args.val_every,
+                      val_episodes=args.val_episodes, save_every=min(TrainConfig.save_every, args.steps))
+    try:
+        summary = train(args.dataset, args.out, cfg, init=args.init, resume=args.resume)
+    except (TrainError, ValueError) as error:
+        raise UsageError(str(error)) from None
+    print(f"trained {summary['steps']} steps ({summary['steps_per_s']:.2f} steps/s), final loss "
+          f"{summary['final_loss']:.4f}, best validation success {summary['best_val_success']} -> {args.out}")
+    return summary
+
+
+COMMANDS = {"scene": cmd_scene, "expert": cmd_expert, "record": cmd_record, "train": cmd_train}
 
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")

@@ -204,6 +204,38 @@ class CompactConfig:
     """K: Euler steps of the sampler."""
 
 
+@dataclass(frozen=True)
+class TrainConfig:
+    """Imitation training of a flow policy on a LeRobot dataset (`chess-sim train`)."""
+
+    steps: int = 20_000
+    """Optimizer steps."""
+    batch_size: int = 32
+    """Samples (decisions) per step."""
+    lr: float = 3e-4
+    """Peak AdamW learning rate, reached after `warmup_steps` and decayed with a cosine to 0."""
+    weight_decay: float = 1e-4
+    """AdamW weight decay."""
+    warmup_steps: int = 500
+    """Linear warm-up of the learning rate."""
+    grad_clip: float = 1.0
+    """Gradient-norm clip."""
+    val_every: int = 2_000
+    """Steps between validation rollouts (0: only at the end)."""
+    val_episodes: int = 10
+    """Validation scenes (validation seed, indices 0..N-1), the policy without noise."""
+    save_every: int = 1_000
+    """Steps between `last` checkpoints."""
+    log_every: int = 50
+    """Steps between training-loss lines (the mean over those steps) in `train_log.jsonl`."""
+    loader_workers: int = 1
+    """DataLoader processes decoding video frames."""
+    seed: int = 0
+    """Seeds batch order, noise and flow times."""
+    torch_threads: int = 2
+    """CPU threads of this process."""
+
+
 PROFILES: dict[str, EnvConfig] = {
     "baseline": EnvConfig(),
     "randomized": EnvConfig(scene=SceneConfig(randomize_visuals=True, offset_mm=3.0, yaw_deg=25.0)),

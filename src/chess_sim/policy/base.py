@@ -64,12 +64,27 @@ def sample_chunk(policy: FlowPolicy, prefix: Any, x0: torch.Tensor, steps: int |
 
 
 def flow_matching_loss(policy: FlowPolicy, prefix: Any, actions: torch.Tensor, noise: torch.Tensor,
-                       t: torch.Tensor) -> torch.Tensor:
+                       t: torch.Tensor, pad: torch.Tensor | None = None) -> torch.Tensor:
     """Mean squared error between v(x_t, t) and the target noise - action, for normalised actions (B, T, A)
-    and times t (B,)."""
+    and times t (B,). `pad` (B, T) marks steps past the episode's end, which do not count."""
     weight = t[:, None, None]
     x_t = weight * noise + (1.0 - weight) * actions
-    return torch.mean((policy.velocity(prefix, x_t, t) - (noise - actions)) ** 2)
+    error = (policy.velocity(prefix, x_t, t) - (noise - actions)) ** 2
+    if pad is None:
+        return error.mean()
+    keep = (~pad).to(error)[:, :, None]
+    return (error * keep).sum() / (keep.sum() * error.shape[-1]).clamp_min(1.0)
+
+
+def observation_batch(observations: list[dict], instructions: list[str]) -> dict[str, Any]:
+    """Env observations (`pixels` HxWx3 uint8, `agent_pos` (6,)) -> a policy batch with LeRobot's names."""
+    def images(name):
+        stacked = torch.stack([torch.from_numpy(obs["pixels"][name]) for obs in observations])
+        return stacked.permute(0, 3, 1, 2).float() / 255.0
+
+    return {"observation.images.front": images("front"), "observation.images.wrist": images("wrist"),
+            "observation.state": torch.stack([torch.from_numpy(obs["agent_pos"]) for obs in observations]),
+            "task": list(instructions)}
 
 
 @dataclass

@@ -1,0 +1,189 @@
+"""Imitation training of a flow policy on a LeRobot dataset (flow matching, AdamW, warm-up + cosine).
+
+The dataset is read with LeRobot's own loader; each sample is a decision: the observation at frame t and the
+action chunk t .. t+49 (`action_is_pad` marks steps past the episode's end, left out of the loss).
+Checkpoints: `<out>/last` every `save_every` steps and at the end (policy files + `trainer.pt` with the
+optimizer, scheduler, step and RNG state, so `resume` continues without losing or repeating a step), and
+`<out>/best` (highest validation success; a later one wins ties). `<out>/train_log.jsonl`: one line per log
+interval and per validation. Every file is written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from chess_sim.config import VALIDATION_SEED, CompactConfig, EnvConfig, TrainConfig, profile
+from chess_sim.policy.base import Normalizer, flow_matching_loss
+from chess_sim.policy.compact import CompactPolicy
+
+class TrainError(Exception):
+    """Bad input for training (one-line message for the CLI)."""
+
+
+def open_dataset(root: Path, chunk: int):
+    """LeRobot dataset whose samples carry the next `chunk` actions."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    root = Path(root)
+    if not (root / "meta" / "info.json").is_file():
+        raise TrainError(f"{root} is not a LeRobot dataset (no meta/info.json)")
+    info = json.loads((root / "meta" / "info.json").read_text())
+    needed = {"observation.images.front", "observation.images.wrist", "observation.state", "action"}
+    missing = needed - set(info.get("features", {}))
+    if missing:
+        raise TrainError(f"{root} lacks the features {sorted(missing)} a chess-sim policy needs")
+    fps = info["fps"]
+    return LeRobotDataset(f"chess-sim/{root.name}", root=root,
+                          delta_timestamps={"action": [i / fps for i in range(chunk)]})
+
+
+def _schedule(cfg: TrainConfig):
+    def factor(step: int) -> float:
+        if step < cfg.warmup_steps:
+            return (step + 1) / cfg.warmup_steps
+        progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+    return factor
+
+
+def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: CompactConfig | None = None,
+          init: Path | None = None, resume: bool = False, env_cfg: EnvConfig | None = None) -> dict:
+    """Train a compact policy; returns a summary (final loss, steps/s, best validation success)."""
+    from chess_sim.progress import Progress
+
+    torch.set_num_threads(cfg.torch_threads)
+    out = Path(out)
+    dataset = open_dataset(dataset_dir, (policy_config or CompactConfig()).chunk)
+    if resume:
+        if not (out / "last" / "trainer.pt").is_file():
+            raise TrainError(f"{out} has no checkpoint to resume (no last/trainer.pt)")
+        policy = CompactPolicy.load(out / "last")
+    else:
+        if out.exists() and any(out.iterdir()):
+            raise TrainError(f"{out} exists and is not empty; choose a new --out or add --resume")
+        if init is not None:
+            policy = CompactPolicy.load(init)
+        else:
+            torch.manual_seed(cfg.seed)
+            policy = CompactPolicy(policy_config, Normalizer.from_stats(dataset.meta.stats))
+    policy.train()
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(cfg))
+    step, best = 0, -1.0
+    generator = torch.Generator().manual_seed(cfg.seed)
+    if resume:
+        state = torch.load(out / "last" / "trainer.pt", weights_only=False)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        step, best = state["step"], state["best"]
+        generator.set_state(state["generator"])
+        _trim_log(out, step)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "train_args.json").write_text(json.dumps({"train": asdict(cfg), "dataset": str(dataset_dir)}, indent=2))
+
+    bar = Progress(cfg.steps - step, "train", unit="steps")
+    losses: list[float] = []
+    start = time.perf_counter()
+    steps_at_start = step
+    # Spawned, persistent loader processes: forking a process that already runs torch threads can deadlock.
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=cfg.batch_size, shuffle=True, drop_last=False, num_workers=cfg.loader_workers,
+        generator=generator, persistent_workers=cfg.loader_workers > 0,
+        multiprocessing_context="spawn" if cfg.loader_workers > 0 else None)
+    while step < cfg.steps:
+        for batch in loader:
+            if step >= cfg.steps:
+                break
+            actions = policy.normalizer.normalize_action(batch["action"])
+            noise = torch.randn(actions.shape, generator=generator)
+            t = torch.rand(actions.shape[0], generator=generator)
+            loss = flow_matching_loss(policy, policy.encode(batch), actions, noise, t, pad=batch["action_is_pad"])
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            losses.append(loss.item())
+            bar.advance(note=f"loss {losses[-1]:.4f}")
+            if step % cfg.log_every == 0 or step == cfg.steps:
+                recent = losses[-cfg.log_every:]
+                _log(out, {"step": step, "loss": sum(recent) / len(recent),
+                           "lr": scheduler.get_last_lr()[0]})
+            validate = step == cfg.steps or (cfg.val_every and step % cfg.val_every == 0)
+            if validate and cfg.val_episodes > 0:
+                success = _validate(policy, cfg, env_cfg)
+                _log(out, {"step": step, "val_success": success})
+                if success >= best:
+                    best = success
+                    _save(policy, out / "best")
+            if step % cfg.save_every == 0 or step == cfg.steps:
+                _checkpoint(policy, out, optimizer, scheduler, step, best, generator)
+    seconds = bar.close()
+    return {"steps": step, "final_loss": losses[-1] if losses else None, "best_val_success": best,
+            "steps_per_s": (step - steps_at_start) / seconds if seconds else None, "out": str(out)}
+
+
+def _validate(policy: CompactPolicy, cfg: TrainConfig, env_cfg: EnvConfig | None) -> float:
+    from chess_sim.policy.rollout import run_policy_episode
+    from chess_sim.sim.env import ChessEnv
+
+    policy.eval()
+    env = ChessEnv(env_cfg or profile("baseline"))
+    try:
+        rows = [run_policy_episode(env, policy, VALIDATION_SEED, i) for i in range(cfg.val_episodes)]
+    finally:
+        env.close()
+        policy.train()
+    return sum(row["end"] == "success" for row in rows) / len(rows)
+
+
+def _save(policy: CompactPolicy, directory: Path) -> None:
+    _write_dir(directory, policy.save)
+
+
+def _checkpoint(policy, out: Path, optimizer, scheduler, step: int, best: float, generator) -> None:
+    def write(directory: Path) -> None:
+        policy.save(directory)
+        torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step,
+                    "best": best, "generator": generator.get_state()}, directory / "trainer.pt")
+
+    _write_dir(out / "last", write)
+
+
+def _write_dir(directory: Path, write) -> None:
+    """Write a directory whole or not at all: staged beside it, then swapped in by renames."""
+    staging = directory.with_name(f".{directory.name}.tmp")
+    old = directory.with_name(f".{directory.name}.old")
+    shutil.rmtree(staging, ignore_errors=True)
+    write(staging)
+    shutil.rmtree(old, ignore_errors=True)
+    if directory.exists():
+        directory.rename(old)
+    staging.rename(directory)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _trim_log(out: Path, step: int) -> None:
+    """Drop log lines written after the checkpoint being resumed, so no step appears twice."""
+    path = out / "train_log.jsonl"
+    if path.is_file():
+        lines = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text("".join(line + "\n" for line in lines))
+        tmp.replace(path)
+
+
+def _log(out: Path, record: dict) -> None:
+    with open(out / "train_log.jsonl", "a") as log:
+        log.write(json.dumps(record) + "\n")
+        log.flush()
+        os.fsync(log.fileno())
