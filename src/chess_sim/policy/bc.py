@@ -128,7 +128,8 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
             if step % cfg.save_every == 0 or step == cfg.steps:
                 _checkpoint(policy, out, optimizer, scheduler, step, best, generator)
     seconds = bar.close()
-    return {"steps": step, "final_loss": losses[-1] if losses else None, "best_val_success": best,
+    return {"steps": step, "final_loss": losses[-1] if losses else None,
+            "best_val_success": best if best >= 0 else None,
             "steps_per_s": (step - steps_at_start) / seconds if seconds else None, "out": str(out)}
 
 
