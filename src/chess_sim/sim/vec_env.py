@@ -1,0 +1,152 @@
+"""VecChessEnv: many ChessEnv simulators in worker processes, stepped together one chunk at a time.
+
+`reset_many({worker: (seed, index)})` and `step_many({worker: chunk (T, 6)})` send every named worker its
+command first and then collect the answers, so the simulators run in parallel. A worker that dies (crash,
+kill) is restarted and its episode reset from the start: its answer then carries `info["restarted"] = True`
+with the fresh reset observation (reward 0, not done), the caller drops what it had of that episode, and
+`restarts` counts it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from dataclasses import replace
+from typing import NamedTuple
+
+import numpy as np
+
+from chess_sim.config import EnvConfig
+
+
+class StepResult(NamedTuple):
+    observation: dict
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict
+
+
+def _serve(connection, cfg: EnvConfig) -> None:
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    from chess_sim.sim.env import ChessEnv
+
+    env = ChessEnv(cfg)
+    try:
+        while True:
+            command, payload = connection.recv()
+            if command == "reset":
+                seed, index, options = payload
+                connection.send(env.reset(seed=seed, options={"index": index, **options}))
+            elif command == "step":
+                connection.send(env.step_chunk(payload))
+            elif command == "close":
+                break
+    except (EOFError, KeyboardInterrupt):
+        pass
+    finally:
+        env.close()
+
+
+class VecChessEnv:
+    """`n` simulators in spawned worker processes; episodes of `seconds` (None: the config's length)."""
+
+    def __init__(self, n: int, cfg: EnvConfig, seconds: float | None = None):
+        if n < 1:
+            raise ValueError(f"VecChessEnv needs at least one worker, got {n}")
+        self.cfg = cfg if seconds is None else replace(cfg, episode_seconds=seconds)
+        self.n = n
+        self.restarts = 0
+        self._context = mp.get_context("spawn")
+        self._workers: list = [None] * n
+        self._jobs: list = [None] * n
+        """The (seed, index, options) each worker is running: what a restart re-runs."""
+        for worker in range(n):
+            self._start(worker)
+
+    def _start(self, worker: int) -> None:
+        parent, child = self._context.Pipe()
+        process = self._context.Process(target=_serve, args=(child, self.cfg), daemon=True)
+        process.start()
+        child.close()
+        self._workers[worker] = (process, parent)
+
+    def pid(self, worker: int) -> int:
+        return self._workers[worker][0].pid
+
+    def reset_many(self, jobs: dict[int, tuple]) -> dict[int, tuple[dict, dict]]:
+        """{worker: (seed, index) or (seed, index, options)} -> {worker: (observation, info)}."""
+        for worker, job in jobs.items():
+            seed, index, *rest = job
+            self._jobs[worker] = (seed, index, rest[0] if rest else {})
+        results = self._exchange({worker: ("reset", self._jobs[worker]) for worker in jobs})
+        out = {}
+        for worker, answer in results.items():
+            if answer is None:  # died during the reset: the restart already reset it
+                out[worker] = self._restarted(worker)
+            else:
+                out[worker] = answer
+        return out
+
+    def step_many(self, chunks: dict[int, np.ndarray]) -> dict[int, StepResult]:
+        """{worker: chunk (T, 6)} -> {worker: StepResult}; see the module docstring for restarts."""
+        results = self._exchange({worker: ("step", np.asarray(chunk)) for worker, chunk in chunks.items()})
+        out = {}
+        for worker, answer in results.items():
+            if answer is None:
+                observation, info = self._restarted(worker)
+                out[worker] = StepResult(observation, 0.0, False, False, info)
+            else:
+                out[worker] = StepResult(*answer)
+        return out
+
+    def _exchange(self, messages: dict[int, tuple]) -> dict[int, object]:
+        """Send all, then receive all; a dead worker answers None (after being restarted)."""
+        sent = {}
+        for worker, message in messages.items():
+            try:
+                self._workers[worker][1].send(message)
+                sent[worker] = True
+            except (BrokenPipeError, OSError):
+                sent[worker] = False
+        answers = {}
+        for worker in messages:
+            answer = None
+            if sent[worker]:
+                try:
+                    answer = self._workers[worker][1].recv()
+                except (EOFError, ConnectionResetError, OSError):
+                    answer = None
+            answers[worker] = answer
+        return answers
+
+    def _restarted(self, worker: int) -> tuple[dict, dict]:
+        process, connection = self._workers[worker]
+        connection.close()
+        process.join(timeout=1.0)
+        if process.is_alive():
+            process.kill()
+        self.restarts += 1
+        self._start(worker)
+        answer = self._exchange({worker: ("reset", self._jobs[worker])})[worker]
+        if answer is None:
+            raise RuntimeError(f"simulator worker {worker} died again right after a restart")
+        observation, info = answer
+        return observation, {**info, "restarted": True}
+
+    def close(self) -> None:
+        for process, connection in self._workers:
+            try:
+                connection.send(("close", None))
+            except (BrokenPipeError, OSError):
+                pass
+            connection.close()
+            process.join(timeout=5.0)
+            if process.is_alive():
+                process.kill()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
