@@ -4,6 +4,7 @@ import json
 from dataclasses import replace
 
 import pytest
+import torch
 
 from chess_sim.config import CameraConfig, CompactConfig, RecordConfig, TrainConfig, profile
 from chess_sim.data.record import record
@@ -56,3 +57,23 @@ def test_bad_inputs(dataset, tmp_path):
     (tmp_path / "full" / "x").write_text("x")
     with pytest.raises(TrainError, match="not empty"):
         train(dataset, tmp_path / "full", QUICK, SMALL)
+
+
+def test_ctrl_c_keeps_every_finished_step(dataset, tmp_path, monkeypatch):
+    import chess_sim.policy.bc as bc
+
+    real_loss, calls = bc.flow_matching_loss, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 8:
+            raise KeyboardInterrupt
+        return real_loss(*args, **kwargs)
+
+    monkeypatch.setattr(bc, "flow_matching_loss", interrupted)
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        train(dataset, out, QUICK, SMALL)
+    assert torch.load(out / "last" / "trainer.pt", weights_only=False)["step"] == 7
+    monkeypatch.setattr(bc, "flow_matching_loss", real_loss)
+    assert train(dataset, out, QUICK, SMALL, resume=True)["steps"] == 40

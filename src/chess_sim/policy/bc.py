@@ -14,8 +14,7 @@ import json
 import math
 import os
 import shutil
-import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -61,19 +60,19 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
 
     torch.set_num_threads(cfg.torch_threads)
     out = Path(out)
-    dataset = open_dataset(dataset_dir, (policy_config or CompactConfig()).chunk)
+    policy = None
     if resume:
         if not (out / "last" / "trainer.pt").is_file():
             raise TrainError(f"{out} has no checkpoint to resume (no last/trainer.pt)")
         policy = CompactPolicy.load(out / "last")
-    else:
-        if out.exists() and any(out.iterdir()):
-            raise TrainError(f"{out} exists and is not empty; choose a new --out or add --resume")
-        if init is not None:
-            policy = CompactPolicy.load(init)
-        else:
-            torch.manual_seed(cfg.seed)
-            policy = CompactPolicy(policy_config, Normalizer.from_stats(dataset.meta.stats))
+    elif out.exists() and any(out.iterdir()):
+        raise TrainError(f"{out} exists and is not empty; choose a new --out or add --resume")
+    elif init is not None:
+        policy = CompactPolicy.load(init)
+    dataset = open_dataset(dataset_dir, policy.chunk if policy else (policy_config or CompactConfig()).chunk)
+    if policy is None:
+        torch.manual_seed(cfg.seed)
+        policy = CompactPolicy(policy_config, Normalizer.from_stats(dataset.meta.stats))
     policy.train()
     optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(cfg))
@@ -91,13 +90,36 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
 
     bar = Progress(cfg.steps - step, "train", unit="steps")
     losses: list[float] = []
-    start = time.perf_counter()
     steps_at_start = step
     # Spawned, persistent loader processes: forking a process that already runs torch threads can deadlock.
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=cfg.batch_size, shuffle=True, drop_last=False, num_workers=cfg.loader_workers,
         generator=generator, persistent_workers=cfg.loader_workers > 0,
         multiprocessing_context="spawn" if cfg.loader_workers > 0 else None)
+    progress = _Progress(step, best)
+    try:
+        _loop(policy, loader, optimizer, scheduler, generator, cfg, env_cfg, out, progress, losses, bar)
+    except KeyboardInterrupt:  # keep every finished step: --resume continues from here
+        _checkpoint(policy, out, optimizer, scheduler, progress.step, progress.best, generator)
+        raise
+    seconds = bar.close()
+    return {"steps": progress.step, "final_loss": losses[-1] if losses else None,
+            "best_val_success": progress.best if progress.best >= 0 else None,
+            "steps_per_s": (progress.step - steps_at_start) / seconds if seconds else None, "out": str(out)}
+
+
+@dataclass
+class _Progress:
+    step: int
+    """Optimizer steps finished."""
+    best: float
+    """Best validation success so far (-1 before any validation)."""
+
+
+def _loop(policy, loader, optimizer, scheduler, generator, cfg: TrainConfig, env_cfg, out: Path,
+          progress: _Progress, losses: list, bar) -> None:
+    """The optimisation loop from `progress.step` to `cfg.steps`, updating `progress` as it goes."""
+    step, best = progress.step, progress.best
     while step < cfg.steps:
         for batch in loader:
             if step >= cfg.steps:
@@ -127,10 +149,7 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
                     _save(policy, out / "best")
             if step % cfg.save_every == 0 or step == cfg.steps:
                 _checkpoint(policy, out, optimizer, scheduler, step, best, generator)
-    seconds = bar.close()
-    return {"steps": step, "final_loss": losses[-1] if losses else None,
-            "best_val_success": best if best >= 0 else None,
-            "steps_per_s": (step - steps_at_start) / seconds if seconds else None, "out": str(out)}
+            progress.step, progress.best = step, best
 
 
 def _validate(policy: CompactPolicy, cfg: TrainConfig, env_cfg: EnvConfig | None) -> float:
