@@ -13,6 +13,7 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from chess_sim import atomic  # noqa: E402
 from chess_sim.config import PROFILES, TEST_SEED, TRAIN_SEED, RecordConfig, TrainConfig, profile  # noqa: E402
 
 
@@ -225,10 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             _check_writable_file(args.json)
         summary = COMMANDS[args.verb](args)
         if getattr(args, "json", None) is not None:
-            args.json.parent.mkdir(parents=True, exist_ok=True)
-            tmp = args.json.with_name(f".{args.json.name}.tmp")
-            tmp.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-            tmp.replace(args.json)
+            atomic.write_text(args.json, json.dumps(summary, indent=2, sort_keys=True) + "\n")
         return 0
     except UsageError as error:
         print(f"chess-sim: error: {error}", file=sys.stderr)

@@ -6,6 +6,7 @@ import csv
 import io
 from pathlib import Path
 
+from chess_sim import atomic
 from chess_sim.summary import ENDS
 
 
@@ -40,7 +41,4 @@ def write_csv(path: Path, rows: list[dict]) -> None:
     writer.writeheader()
     for row in rows:
         writer.writerow({k: ("" if v is None else (f"{v:.4f}" if isinstance(v, float) else v)) for k, v in row.items()})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(buffer.getvalue())
-    tmp.replace(path)
+    atomic.write_text(path, buffer.getvalue())

@@ -21,16 +21,17 @@ stopped by Ctrl-C (or `stop_after`) finalises the writer first, so the dataset i
 from __future__ import annotations
 
 import json
-from collections import Counter
-from contextlib import closing
 import os
 import shutil
 import time
+from collections import Counter
+from contextlib import closing
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from chess_sim import atomic
 from chess_sim.config import JOINT_NAMES, EnvConfig, RecordConfig
 from chess_sim.sim.episodes import ordered_map
 
@@ -154,31 +155,22 @@ class Progress:
 def _commit(root: Path, progress: Progress) -> None:
     """Atomically record `progress` together with the current shared LeRobot metadata."""
     meta = root / "meta"
-    commit, staging, old = root / COMMIT_DIR, meta / ".chess_sim_commit.tmp", meta / ".chess_sim_commit.old"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    for name in SHARED_META:
-        if (meta / name).is_file():
-            shutil.copy2(meta / name, staging / name)
     text = json.dumps({"format": FORMAT, **asdict(progress)}, indent=1)
-    (staging / "progress.json").write_text(text)
-    shutil.rmtree(old, ignore_errors=True)  # left by a kill between the renames of an earlier commit
-    if commit.exists():
-        commit.rename(old)
-    staging.rename(commit)
-    shutil.rmtree(old, ignore_errors=True)
-    readable = root / PROGRESS_FILE
-    tmp = readable.with_name(f".{readable.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(readable)
+
+    def write(staging: Path) -> None:
+        for name in SHARED_META:
+            if (meta / name).is_file():
+                shutil.copy2(meta / name, staging / name)
+        (staging / "progress.json").write_text(text)
+
+    atomic.write_dir(root / COMMIT_DIR, write)
+    atomic.write_text(root / PROGRESS_FILE, text)
 
 
 def read_progress(root: Path) -> Progress | None:
     """The last committed progress of the recording in `root`, or None if there is none."""
-    meta = Path(root) / "meta"
-    commit, old = Path(root) / COMMIT_DIR, meta / ".chess_sim_commit.old"
-    if not commit.exists() and old.exists():  # killed between the two renames of a commit
-        old.rename(commit)
+    commit = Path(root) / COMMIT_DIR
+    atomic.recover_dir(commit)
     path = commit / "progress.json"
     if not path.is_file():
         return None

@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
+from chess_sim import atomic
 from chess_sim.config import VALIDATION_SEED, CompactConfig, EnvConfig, TrainConfig, profile
 from chess_sim.policy.base import Normalizer, flow_matching_loss
 from chess_sim.policy.compact import CompactPolicy
@@ -62,6 +62,7 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
     out = Path(out)
     policy = None
     if resume:
+        atomic.recover_dir(out / "last")
         if not (out / "last" / "trainer.pt").is_file():
             raise TrainError(f"{out} has no checkpoint to resume (no last/trainer.pt)")
         policy = CompactPolicy.load(out / "last")
@@ -167,7 +168,7 @@ def _validate(policy: CompactPolicy, cfg: TrainConfig, env_cfg: EnvConfig | None
 
 
 def _save(policy: CompactPolicy, directory: Path) -> None:
-    _write_dir(directory, policy.save)
+    atomic.write_dir(directory, policy.save)
 
 
 def _checkpoint(policy, out: Path, optimizer, scheduler, step: int, best: float, generator) -> None:
@@ -176,20 +177,7 @@ def _checkpoint(policy, out: Path, optimizer, scheduler, step: int, best: float,
         torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step,
                     "best": best, "generator": generator.get_state()}, directory / "trainer.pt")
 
-    _write_dir(out / "last", write)
-
-
-def _write_dir(directory: Path, write) -> None:
-    """Write a directory whole or not at all: staged beside it, then swapped in by renames."""
-    staging = directory.with_name(f".{directory.name}.tmp")
-    old = directory.with_name(f".{directory.name}.old")
-    shutil.rmtree(staging, ignore_errors=True)
-    write(staging)
-    shutil.rmtree(old, ignore_errors=True)
-    if directory.exists():
-        directory.rename(old)
-    staging.rename(directory)
-    shutil.rmtree(old, ignore_errors=True)
+    atomic.write_dir(out / "last", write)
 
 
 def _trim_log(out: Path, step: int) -> None:
@@ -197,9 +185,7 @@ def _trim_log(out: Path, step: int) -> None:
     path = out / "train_log.jsonl"
     if path.is_file():
         lines = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text("".join(line + "\n" for line in lines))
-        tmp.replace(path)
+        atomic.write_text(path, "".join(line + "\n" for line in lines))
 
 
 def _log(out: Path, record: dict) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from dataclasses import asdict
 from pathlib import Path
@@ -22,6 +21,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from chess_sim import atomic
 from chess_sim.config import CompactConfig
 from chess_sim.policy.base import Normalizer
 
@@ -132,9 +132,9 @@ class CompactPolicy(nn.Module):
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         config = {"kind": KIND, "config": asdict(self.config), "normalizer": self.normalizer.to_dict()}
-        _atomic(directory / "config.json", lambda path: path.write_text(json.dumps(config, indent=2)))
+        atomic.write_text(directory / "config.json", json.dumps(config, indent=2))
         state = {name: tensor.detach().contiguous() for name, tensor in self.state_dict().items()}
-        _atomic(directory / "model.safetensors", lambda path: save_file(state, str(path)))
+        atomic.write_file(directory / "model.safetensors", lambda path: save_file(state, str(path)))
 
     @classmethod
     def load(cls, directory) -> "CompactPolicy":
@@ -149,8 +149,3 @@ class CompactPolicy(nn.Module):
         policy.load_state_dict(load_file(str(weights_path)))
         return policy.eval()
 
-
-def _atomic(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.replace(tmp, path)

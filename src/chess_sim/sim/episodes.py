@@ -81,7 +81,8 @@ def ordered_map(fn: Callable, jobs: Iterable, workers: int, initializer: Callabl
         return
     jobs = iter(jobs)
     with mp.get_context("spawn").Pool(workers, initializer=initializer, initargs=initargs) as pool:
-        pending = deque(pool.apply_async(fn, (job,)) for job in itertools.islice(jobs, in_flight_per_worker * workers))
+        first = itertools.islice(jobs, in_flight_per_worker * workers)
+        pending = deque(pool.apply_async(fn, (job,)) for job in first)
         while pending:
             result = pending.popleft().get()
             pending.extend(pool.apply_async(fn, (job,)) for job in itertools.islice(jobs, 1))

@@ -193,10 +193,8 @@ class Expert:
         aim = pick + GRASP_OFFSET * c
         hover = aim + np.array([0.0, 0.0, HOVER])
         lift = aim + np.array([0.0, 0.0, CARRY_CLEARANCE + 0.005])
-        plan: list[np.ndarray] = []
-        q_open = np.append(q[:5], GRIPPER_OPEN_RAD)
-        plan += self._open_gripper(q, 0.3)
-        plan += self._free_move(q_open, hover, c)
+        plan = self._open_gripper(q, 0.3)
+        plan += self._free_move(plan[-1], hover, c)
         plan += self._line(plan[-1], hover, aim, c, GRIPPER_OPEN_RAD)
         plan += self._gripper(plan[-1], GRIPPER_CLOSED_RAD, 0.6)
         plan += self._line(plan[-1], aim, lift, c, GRIPPER_CLOSED_RAD)
@@ -231,8 +229,8 @@ class Expert:
         return plan
 
     def _plan_retreat(self, q: np.ndarray) -> list[np.ndarray]:
-        q_open = np.append(q[:5], GRIPPER_OPEN_RAD)
-        return self._open_gripper(q, 0.2) + self._joint_move(q_open, self.home_rad)
+        opening = self._open_gripper(q, 0.2)
+        return opening + self._joint_move(opening[-1], self.home_rad)
 
     # ---------------------------------------------------------------- trajectory pieces
     def _solve(self, position: np.ndarray, closing: np.ndarray, q_near: np.ndarray) -> Solution:
