@@ -5,8 +5,10 @@ Time convention (LeRobot's SmolVLA), stated once here and used everywhere:
 Sampling integrates with Euler from t = 1 (pure noise x_0) to t = 0 (the action chunk) in K steps:
     t_k = 1 - k / K,   x_{k+1} = x_k + dt * v(x_k, t_k),   dt = -1 / K,   k = 0 .. K-1.
 
-Shapes: B decisions, T = 50 control steps per chunk, A = 6 joints. Actions and states inside a policy are
-normalised (`Normalizer`); `unnormalize_action` returns LeRobot's SO-101 units (degrees, gripper 0-100).
+Shapes: B decisions, T = 50 control steps per chunk, A = 6 joints. The denoising chain runs over C >= A
+dimensions (`chain_dim`): SmolVLA pads actions to 32 and its noise covers the padding; only the first A are
+actions, and only they count in losses and log-probs. Actions and states inside a policy are normalised
+(`Normalizer`); `chunk_actions` returns LeRobot's SO-101 units (degrees, gripper 0-100).
 A batch is a dict with LeRobot's feature names: `observation.images.front` and `observation.images.wrist`
 (B, 3, H, W) float in [0, 1], `observation.state` (B, 6) in SO-101 units, and `task` (B strings).
 """
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import torch
+import torch.nn.functional as F
 
 from chess_sim.config import ACTION_DIM, CHUNK, DENOISE_STEPS  # noqa: F401 - the shapes every policy shares
 
@@ -27,6 +30,7 @@ class FlowPolicy(Protocol):
 
     chunk: int
     action_dim: int
+    chain_dim: int
     steps: int
     normalizer: "Normalizer"
 
@@ -35,7 +39,7 @@ class FlowPolicy(Protocol):
         whose tensors all have the batch as their first dimension."""
 
     def velocity(self, prefix: Any, x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        """v(x_t, t): x_t (B, T, A) normalised, t (B,) in [0, 1] -> (B, T, A)."""
+        """v(x_t, t): x_t (B, T, C) normalised, t (B,) in [0, 1] -> (B, T, C)."""
 
     def features(self, prefix: Any) -> torch.Tensor:
         """Pooled prefix features (B, F) for a critic."""
@@ -45,15 +49,17 @@ class FlowPolicy(Protocol):
 
 
 def time_grid(steps: int, device=None) -> torch.Tensor:
-    """(K+1,) times t_0 = 1 > t_1 > ... > t_K = 0 of the Euler chain."""
-    return torch.linspace(1.0, 0.0, steps + 1, device=device)
+    """(K+1,) times t_0 = 1 > t_1 > ... > t_K = 0 of the Euler chain, computed as LeRobot does (1 + k * dt in
+    double precision, then float32), so that both samplers see bit-identical times."""
+    dt = -1.0 / steps
+    return torch.tensor([1.0 + k * dt for k in range(steps)] + [0.0], dtype=torch.float32, device=device)
 
 
 def sample_chunk(policy: FlowPolicy, prefix: Any, x0: torch.Tensor, steps: int | None = None) -> torch.Tensor:
-    """Deterministic sampler: integrate the ODE from noise x0 (B, T, A) to a normalised action chunk."""
+    """Deterministic sampler: integrate the ODE from noise x0 (B, T, C) to the chain's end x_K (B, T, C)."""
     steps = steps or policy.steps
-    assert x0.shape[1:] == (policy.chunk, policy.action_dim), f"x0 must be (B, {policy.chunk}, "\
-        f"{policy.action_dim}), got {tuple(x0.shape)}"
+    assert x0.shape[1:] == (policy.chunk, policy.chain_dim), f"x0 must be (B, {policy.chunk}, "\
+        f"{policy.chain_dim}), got {tuple(x0.shape)}"
     times = time_grid(steps, x0.device)
     dt = -1.0 / steps
     x = x0
@@ -63,13 +69,20 @@ def sample_chunk(policy: FlowPolicy, prefix: Any, x0: torch.Tensor, steps: int |
     return x
 
 
+def chunk_actions(policy: FlowPolicy, x: torch.Tensor) -> torch.Tensor:
+    """The chain's end x_K (B, T, C) -> joint targets (B, T, A) in SO-101 units."""
+    return policy.normalizer.unnormalize_action(x[..., :policy.action_dim])
+
+
 def flow_matching_loss(policy: FlowPolicy, prefix: Any, actions: torch.Tensor, noise: torch.Tensor,
                        t: torch.Tensor, pad: torch.Tensor | None = None) -> torch.Tensor:
     """Mean squared error between v(x_t, t) and the target noise - action, for normalised actions (B, T, A)
-    and times t (B,). `pad` (B, T) marks steps past the episode's end, which do not count."""
+    zero-padded to the chain's C dimensions, noise (B, T, C) and times t (B,); only the A action dimensions
+    count. `pad` (B, T) marks steps past the episode's end, which do not count either."""
+    actions = F.pad(actions, (0, noise.shape[-1] - actions.shape[-1]))
     weight = t[:, None, None]
     x_t = weight * noise + (1.0 - weight) * actions
-    error = (policy.velocity(prefix, x_t, t) - (noise - actions)) ** 2
+    error = ((policy.velocity(prefix, x_t, t) - (noise - actions)) ** 2)[..., :policy.action_dim]
     if pad is None:
         return error.mean()
     keep = (~pad).to(error)[:, :, None]

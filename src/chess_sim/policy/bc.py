@@ -126,7 +126,7 @@ def _loop(policy, loader, optimizer, scheduler, generator, cfg: TrainConfig, env
             if step >= cfg.steps:
                 break
             actions = policy.normalizer.normalize_action(batch["action"])
-            noise = torch.randn(actions.shape, generator=generator)
+            noise = torch.randn(*actions.shape[:2], policy.chain_dim, generator=generator)
             t = torch.rand(actions.shape[0], generator=generator)
             loss = flow_matching_loss(policy, policy.encode(batch), actions, noise, t, pad=batch["action_is_pad"])
             optimizer.zero_grad()

@@ -1,7 +1,7 @@
 """A flow policy driving ChessEnv, one 50-step chunk per decision, without noise.
 
 The initial noise x_0 of every decision is drawn from a torch generator seeded with the episode's
-`info["torch_seed"]`, one (T, A) draw per decision in order: two policies run on the same scene see the same
+`info["torch_seed"]`, one (T, C) draw per decision in order: two policies run on the same scene see the same
 x_0 draws (paired comparisons).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from chess_sim.policy.base import FlowPolicy, observation_batch, sample_chunk
+from chess_sim.policy.base import FlowPolicy, chunk_actions, observation_batch, sample_chunk
 
 
 @torch.no_grad()
@@ -22,8 +22,8 @@ def run_policy_episode(env, policy: FlowPolicy, seed: int, index: int) -> dict:
     total, decisions = 0.0, 0
     while True:
         batch = observation_batch([observation], [info["instruction"]])
-        x0 = torch.randn(1, policy.chunk, policy.action_dim, generator=generator)
-        chunk = policy.normalizer.unnormalize_action(sample_chunk(policy, policy.encode(batch), x0))
+        x0 = torch.randn(1, policy.chunk, policy.chain_dim, generator=generator)
+        chunk = chunk_actions(policy, sample_chunk(policy, policy.encode(batch), x0))
         observation, reward, terminated, truncated, info = env.step_chunk(chunk[0].numpy())
         total += reward
         decisions += 1

@@ -1,0 +1,29 @@
+"""Open any saved FlowPolicy directory by what its `config.json` says it holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from chess_sim.policy.base import FlowPolicy
+
+
+def load_policy(directory) -> FlowPolicy:
+    """The policy saved in `directory`, in eval mode; ValueError (one line) for a missing, corrupt or unknown
+    policy directory."""
+    from chess_sim.policy.compact import KIND as COMPACT, CompactPolicy
+
+    directory = Path(directory)
+    config_path = directory / "config.json"
+    if not config_path.is_file():
+        raise ValueError(f"{directory} is not a policy directory (no config.json)")
+    try:
+        data = json.loads(config_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{config_path} is not valid JSON ({error})") from None
+    if not isinstance(data, dict) or data.get("kind") != COMPACT:
+        raise ValueError(f"{directory} does not hold a chess-sim policy (config.json names no known kind)")
+    try:
+        return CompactPolicy.load(directory)
+    except (OSError, RuntimeError, KeyError, TypeError) as error:
+        raise ValueError(f"{directory} holds a damaged policy: {str(error).splitlines()[0]}") from None
