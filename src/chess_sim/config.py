@@ -236,6 +236,26 @@ class TrainConfig:
     """CPU threads of this process."""
 
 
+@dataclass(frozen=True)
+class EvalConfig:
+    """The evaluation protocol (`chess-sim eval`): scenes `(seed, 0..episodes-1)`, the policy batched across
+    parallel simulators."""
+
+    episodes: int = 100
+    """Scenes evaluated, indices 0..N-1."""
+    seed: int = TEST_SEED
+    """Scene seed; the test seed by default."""
+    envs: int = 2
+    """Simulators in worker processes; the policy decides for all of them in one batch. Outcomes are the
+    same for the same `envs` (the batch composition, hence float rounding, depends on it)."""
+    videos: int = 0
+    """Film the first K episodes."""
+    noise: tuple[float, float] | None = None
+    """(sigma_start, sigma_end) of the stochastic ReinFlow sampler; None: the deterministic ODE sampler."""
+    check_expert: bool = False
+    """Also run the scripted expert on a copy of each scene's start, to mark scenes it cannot solve."""
+
+
 PROFILES: dict[str, EnvConfig] = {
     "baseline": EnvConfig(),
     "randomized": EnvConfig(scene=SceneConfig(randomize_visuals=True, offset_mm=3.0, yaw_deg=25.0)),

@@ -41,7 +41,18 @@ def summarize(rows: list[dict]) -> dict:
     out["close_mm_median"] = _median(row["close_lateral_mm"] for row in rows)
     out["place_error_mm_median"] = _median(row["place_error_mm"] for row in rows if row["end"] == "success")
     out["ends"] = {end: ends[end] for end in ENDS}
+    out["ends_ci"] = {end: list(wilson(ends[end], n)) for end in ENDS}
     return out
+
+
+def mcnemar(only_a: int, only_b: int) -> float:
+    """Two-sided exact McNemar test: the p-value of `only_a` vs `only_b` discordant pairs (episodes that one
+    policy solved and the other did not) under the null of no difference, i.e. a fair-coin binomial."""
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(only_a, only_b) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
 
 
 def _median(values) -> float | None:

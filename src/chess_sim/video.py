@@ -33,6 +33,11 @@ class EpisodeVideo:
         self.writer.append_data(_caption(self.last, f"{self.instruction}  t={step / self.fps:4.1f}s"))
         self.frames += 1
 
+    def discard(self) -> None:
+        """Drop an unfinished video (its episode is being re-run)."""
+        self.writer.close()
+        self.tmp.unlink(missing_ok=True)
+
     def close(self, outcome: str) -> Path:
         if self.last is not None:
             final = _caption(self.last, f"{self.instruction}  -> {outcome.upper()}")

@@ -55,18 +55,42 @@ def time_grid(steps: int, device=None) -> torch.Tensor:
     return torch.tensor([1.0 + k * dt for k in range(steps)] + [0.0], dtype=torch.float32, device=device)
 
 
-def sample_chunk(policy: FlowPolicy, prefix: Any, x0: torch.Tensor, steps: int | None = None) -> torch.Tensor:
-    """Deterministic sampler: integrate the ODE from noise x0 (B, T, C) to the chain's end x_K (B, T, C)."""
+def noise_schedule(start: float, end: float, steps: int) -> torch.Tensor:
+    """(K,) noise sizes of the denoising chain's steps, geometric from `start` (first step) to `end` (last):
+    the sizes span two orders of magnitude, and a linear ramp would leave the last steps almost as noisy as
+    the middle ones."""
+    if steps == 1:
+        return torch.tensor([float(start)])
+    ratio = torch.arange(steps, dtype=torch.float64) / (steps - 1)
+    return (start * (end / start) ** ratio).float()
+
+
+def sample_chain(policy: FlowPolicy, prefix: Any, x0: torch.Tensor, sigmas: torch.Tensor | None = None,
+                 noise: torch.Tensor | None = None, steps: int | None = None) -> torch.Tensor:
+    """The Euler chain (B, K+1, T, C) from x0 (B, T, C). Without `sigmas` it is the plain ODE; with noise sizes
+    `sigmas` (K,) or (K, C) and standard-normal draws `noise` (B, K, T, C) each step is the Gaussian transition
+    x_{k+1} = x_k + dt * v(x_k, t_k) + sigma_k * noise_k (ReinFlow)."""
     steps = steps or policy.steps
     assert x0.shape[1:] == (policy.chunk, policy.chain_dim), f"x0 must be (B, {policy.chunk}, "\
         f"{policy.chain_dim}), got {tuple(x0.shape)}"
+    if sigmas is not None:
+        assert noise is not None and noise.shape == (x0.shape[0], steps, *x0.shape[1:]), \
+            "noisy sampling needs noise of shape (B, K, T, C)"
     times = time_grid(steps, x0.device)
     dt = -1.0 / steps
-    x = x0
+    chain = [x0]
     for k in range(steps):
-        t = times[k].expand(x.shape[0])
-        x = x + dt * policy.velocity(prefix, x, t)
-    return x
+        x = chain[-1]
+        x = x + dt * policy.velocity(prefix, x, times[k].expand(x.shape[0]))
+        if sigmas is not None:
+            x = x + sigmas[k].to(x) * noise[:, k]
+        chain.append(x)
+    return torch.stack(chain, dim=1)
+
+
+def sample_chunk(policy: FlowPolicy, prefix: Any, x0: torch.Tensor, steps: int | None = None) -> torch.Tensor:
+    """Deterministic sampler: integrate the ODE from noise x0 (B, T, C) to the chain's end x_K (B, T, C)."""
+    return sample_chain(policy, prefix, x0, steps=steps)[:, -1]
 
 
 def chunk_actions(policy: FlowPolicy, x: torch.Tensor) -> torch.Tensor:

@@ -25,5 +25,5 @@ def load_policy(directory) -> FlowPolicy:
         raise ValueError(f"{directory} does not hold a chess-sim policy (config.json names no known kind)")
     try:
         return CompactPolicy.load(directory)
-    except (OSError, RuntimeError, KeyError, TypeError) as error:
+    except Exception as error:  # noqa: BLE001 - any failure to read a user-given file is a bad input
         raise ValueError(f"{directory} holds a damaged policy: {str(error).splitlines()[0]}") from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 
 import gymnasium as gym
 import mujoco
@@ -80,6 +81,8 @@ class ChessEnv(gym.Env):
                                                 for name in CAMERAS})
         self.observation_space = gym.spaces.Dict(spaces)
         self._renderer: mujoco.Renderer | None = None
+        self.render_seconds = 0.0
+        """Wall time spent rendering since construction (for time splits)."""
         self._scene_seed = seed
         self._index = -1
         self.task: Task | None = None
@@ -113,23 +116,35 @@ class ChessEnv(gym.Env):
         reward, terminated, truncated, info = self.advance(action)
         return self._observation(), reward, terminated, truncated, info
 
-    def step_chunk(self, actions):
+    def step_chunk(self, actions, film: bool = False):
         """Execute a chunk of joint targets `(T, 6)`; stops early inside the chunk when the episode ends.
 
         Returns `(observation after the chunk, summed reward, terminated, truncated, info)`; `info["executed"]`
-        is the number of actions run. Only the final observation is rendered."""
+        is the number of actions run. Only the final observation is rendered, unless `film` asks for the
+        camera images after every step in `info["frames"]` (a list of `camera_images()` dicts)."""
         actions = np.asarray(actions, dtype=np.float64)
         if actions.ndim != 2 or actions.shape[1] != 6 or actions.shape[0] == 0:
             raise ValueError(f"action chunk must have shape (T, 6) with T >= 1, got {actions.shape}")
         self._check_finite(actions)
-        total, executed = 0.0, 0
-        for ctrl in self._to_ctrl(actions):  # validated and converted once for the whole chunk
+        return self._run_chunk(iter(self._to_ctrl(actions)), film)  # validated and converted once
+
+    def expert_chunk(self, steps: int, film: bool = False):
+        """The scripted expert drives up to `steps` control steps; returns what `step_chunk` returns."""
+        return self._run_chunk((self._to_ctrl(self.expert_action()) for _ in range(steps)), film)
+
+    def _run_chunk(self, controls, film: bool):
+        total, executed, frames = 0.0, 0, []
+        for ctrl in controls:
             reward, terminated, truncated, info = self._advance_ctrl(ctrl)
             total += reward
             executed += 1
+            if film:
+                frames.append(self.camera_images())
             if terminated or truncated:
                 break
         info["executed"] = executed
+        if film:
+            info["frames"] = frames
         return self._observation(), total, terminated, truncated, info
 
     def advance(self, action) -> tuple[float, bool, bool, dict]:
@@ -250,8 +265,11 @@ class ChessEnv(gym.Env):
         """A fresh image of a named camera (`front`, `wrist` or `overview`)."""
         if self._renderer is None:
             self._renderer = mujoco.Renderer(self.model, self.cfg.camera.height, self.cfg.camera.width)
+        started = time.perf_counter()
         self._renderer.update_scene(self.data, camera=self.scene.cameras[camera])
-        return self._renderer.render()  # a new array on every call
+        image = self._renderer.render()  # a new array on every call
+        self.render_seconds += time.perf_counter() - started
+        return image
 
 
 def episode_summary_row(info: dict) -> dict:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import time
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -38,8 +39,14 @@ def _serve(connection, cfg: EnvConfig) -> None:
             if command == "reset":
                 seed, index, options = payload
                 connection.send(env.reset(seed=seed, options={"index": index, **options}))
-            elif command == "step":
-                connection.send(env.step_chunk(payload))
+            elif command in ("step", "expert"):
+                started, rendered = time.perf_counter(), env.render_seconds
+                what, film = payload
+                answer = env.step_chunk(what, film=film) if command == "step" else env.expert_chunk(what, film=film)
+                info = answer[-1]
+                info["render_s"] = env.render_seconds - rendered
+                info["physics_s"] = time.perf_counter() - started - info["render_s"]
+                connection.send(answer)
             elif command == "close":
                 break
     except (EOFError, KeyboardInterrupt):
@@ -88,9 +95,18 @@ class VecChessEnv:
                 out[worker] = answer
         return out
 
-    def step_many(self, chunks: dict[int, np.ndarray]) -> dict[int, StepResult]:
-        """{worker: chunk (T, 6)} -> {worker: StepResult}; see the module docstring for restarts."""
-        results = self._exchange({worker: ("step", np.asarray(chunk)) for worker, chunk in chunks.items()})
+    def step_many(self, chunks: dict[int, np.ndarray], film: frozenset[int] = frozenset()) -> dict[int, StepResult]:
+        """{worker: chunk (T, 6)} -> {worker: StepResult}; workers in `film` also return every step's camera
+        images in `info["frames"]`. See the module docstring for restarts."""
+        return self._answers({worker: ("step", (np.asarray(chunk), worker in film))
+                              for worker, chunk in chunks.items()})
+
+    def expert_many(self, steps: dict[int, int], film: frozenset[int] = frozenset()) -> dict[int, StepResult]:
+        """{worker: T}: the scripted expert drives each named simulator for up to T steps (as `step_many`)."""
+        return self._answers({worker: ("expert", (count, worker in film)) for worker, count in steps.items()})
+
+    def _answers(self, messages: dict[int, tuple]) -> dict[int, StepResult]:
+        results = self._exchange(messages)
         out = {}
         for worker, answer in results.items():
             if answer is None:

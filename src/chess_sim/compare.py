@@ -1,0 +1,69 @@
+"""Paired comparison of two evaluations of the same scenes (`chess-sim eval --compare A B`).
+
+Both evaluations ran the same scenes with the same x_0 draws, so each scene is a pair of outcomes; the
+difference in success is tested with the exact McNemar test on the discordant pairs.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from chess_sim.summary import mcnemar, wilson
+
+
+class CompareError(Exception):
+    """Inputs that cannot be compared (one-line message for the CLI)."""
+
+
+def read_episodes(directory: Path) -> dict[tuple[int, int], dict]:
+    """{(seed, index): row} of an evaluation directory's `episodes.csv`."""
+    path = Path(directory) / "episodes.csv"
+    if not path.is_file():
+        raise CompareError(f"{directory} is not an evaluation directory (no episodes.csv)")
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    if not rows or not {"seed", "index", "end", "instruction"} <= set(rows[0]):
+        raise CompareError(f"{path} has no episode rows with seed, index, end and instruction columns")
+    return {(int(row["seed"]), int(row["index"])): row for row in rows}
+
+
+def compare(a: Path, b: Path) -> dict:
+    """Success of A and B on their common scenes, the difference B - A, McNemar's p-value, and the scenes
+    whose outcome changed. Scenes must match exactly: a comparison of different scenes is not paired."""
+    rows_a, rows_b = read_episodes(a), read_episodes(b)
+    if set(rows_a) != set(rows_b):
+        raise CompareError(f"{a} and {b} evaluated different scenes ({len(rows_a)} vs {len(rows_b)} episodes, "
+                           f"{len(set(rows_a) & set(rows_b))} in common); a paired comparison needs the same ones")
+    for key in rows_a:
+        if rows_a[key]["instruction"] != rows_b[key]["instruction"]:
+            raise CompareError(f"scene {key} has different instructions in {a} and {b} (other profiles?)")
+    keys = sorted(rows_a)
+    won_a = [rows_a[key]["end"] == "success" for key in keys]
+    won_b = [rows_b[key]["end"] == "success" for key in keys]
+    only_a = sum(x and not y for x, y in zip(won_a, won_b))
+    only_b = sum(y and not x for x, y in zip(won_a, won_b))
+    n = len(keys)
+    changed = [{"seed": key[0], "index": key[1], "instruction": rows_a[key]["instruction"],
+                "a": rows_a[key]["end"], "b": rows_b[key]["end"]}
+               for key in keys if rows_a[key]["end"] != rows_b[key]["end"]]
+    return {"a": str(a), "b": str(b), "episodes": n,
+            "success_a": sum(won_a) / n, "success_a_ci": list(wilson(sum(won_a), n)),
+            "success_b": sum(won_b) / n, "success_b_ci": list(wilson(sum(won_b), n)),
+            "difference": (sum(won_b) - sum(won_a)) / n, "only_a": only_a, "only_b": only_b,
+            "mcnemar_p": mcnemar(only_a, only_b), "changed": changed}
+
+
+def comparison_table(result: dict, limit: int = 20) -> str:
+    lines = [f"paired comparison on {result['episodes']} scenes",
+             f"  A {result['a']}: success {100 * result['success_a']:.1f}%  "
+             f"[{100 * result['success_a_ci'][0]:.1f}, {100 * result['success_a_ci'][1]:.1f}]",
+             f"  B {result['b']}: success {100 * result['success_b']:.1f}%  "
+             f"[{100 * result['success_b_ci'][0]:.1f}, {100 * result['success_b_ci'][1]:.1f}]",
+             f"  B - A {100 * result['difference']:+.1f} points; solved only by A {result['only_a']}, only by B "
+             f"{result['only_b']}; exact McNemar p = {result['mcnemar_p']:.4g}"]
+    for row in result["changed"][:limit]:
+        lines.append(f"    scene {row['index']:>4}  {row['a']:>9} -> {row['b']:<9} {row['instruction']}")
+    if len(result["changed"]) > limit:
+        lines.append(f"    ... {len(result['changed']) - limit} more changed outcomes (see --json)")
+    return "\n".join(lines)

@@ -1,0 +1,241 @@
+"""The evaluation protocol: a policy (or the scripted expert) on the fixed scenes `(seed, 0..N-1)`.
+
+Episodes run in parallel simulators (`VecChessEnv`); at every round the policy decides for all running
+episodes in one batch. Each episode owns a torch generator seeded with its scene's `torch_seed`, from which
+every decision draws x_0 (B=1, T, C) and, with `noise`, the chain's step noise (1, K, T, C), in that order:
+two policies evaluated on the same scenes see the same draws (a paired comparison), whatever the schedule.
+
+Output folder: `summary.json` (summary keys with Wilson 95% intervals), `episodes.csv` (one row per scene, in
+index order), `videos/episode_XXXX.mp4` (the first K episodes) and `eval_args.json`. Both result files are
+pure functions of the arguments, so a second run writes them byte-identical. Finished episodes are appended to
+`progress.jsonl` as they end, so `resume` re-runs only the episodes that had not finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from chess_sim import atomic
+from chess_sim.config import CHUNK, EnvConfig, EvalConfig
+from chess_sim.progress import Progress
+from chess_sim.summary import summarize
+from chess_sim.tables import write_csv
+
+EXPERT = "expert"
+"""`--policy expert`: the scripted expert instead of a policy directory."""
+
+
+class EvalError(Exception):
+    """Bad input for an evaluation (one-line message for the CLI)."""
+
+
+@dataclass
+class _Episode:
+    """A running episode on one simulator."""
+
+    index: int
+    observation: dict
+    info: dict
+    generator: torch.Generator
+    expert_solvable: bool | None
+    """From the reset with `check_expert`; None when not checked."""
+    video: object | None = None
+    total: float = 0.0
+    decisions: int = 0
+
+
+@dataclass
+class Timing:
+    """Wall time of an evaluation, split by where it went."""
+
+    policy_s: float = 0.0
+    """Policy encode + sampling in this process."""
+    simulate_s: float = 0.0
+    """Waiting for the simulators (physics and rendering in the workers, plus the transfer)."""
+    physics_s: float = 0.0
+    """Physics and judging, summed over the workers."""
+    render_s: float = 0.0
+    """Rendering, summed over the workers."""
+    total_s: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+def evaluate(policy_dir: Path | str, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: bool = False,
+             backend_options: dict | None = None) -> tuple[dict, list[dict], Timing]:
+    """Run (or finish) an evaluation into `out`; returns (summary, rows in index order, timing)."""
+    out = Path(out)
+    policy = _open_policy(policy_dir)
+    arguments = {"policy": str(policy_dir), "eval": asdict(cfg), "env": asdict(env_cfg)}
+    rows = _prepare_out(out, arguments, resume)
+    torch_threads = torch.get_num_threads()
+    todo = [i for i in range(cfg.episodes) if i not in rows]
+    timing = Timing()
+    started = time.perf_counter()
+    if todo:
+        try:
+            _run(policy, todo, out, cfg, env_cfg, rows, timing)
+        finally:
+            torch.set_num_threads(torch_threads)
+    timing.total_s = time.perf_counter() - started
+    ordered = [rows[i] for i in range(cfg.episodes)]
+    summary = summarize(ordered)
+    if cfg.check_expert:
+        solvable = [row for row in ordered if row["expert_solvable"]]
+        summary["expert_solvable"] = len(solvable)
+        summary["success_expert_solvable"] = summarize(solvable)["success"] if solvable else None
+        summary["success_expert_solvable_ci"] = summarize(solvable)["success_ci"]
+    atomic.write_text(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    write_csv(out / "episodes.csv", ordered)
+    return summary, ordered, timing
+
+
+def _open_policy(policy_dir):
+    if str(policy_dir) == EXPERT:
+        return EXPERT
+    from chess_sim.policy.loading import load_policy
+
+    try:
+        return load_policy(policy_dir)
+    except ValueError as error:
+        raise EvalError(str(error)) from None
+
+
+def _prepare_out(out: Path, arguments: dict, resume: bool) -> dict[int, dict]:
+    """Check that `out` is new, or (with resume) holds this same evaluation; returns the finished rows."""
+    args_path = out / "eval_args.json"
+    text = json.dumps(arguments, indent=2, sort_keys=True) + "\n"
+    if out.exists() and any(out.iterdir()):
+        if not args_path.is_file():
+            raise EvalError(f"{out} is not empty and holds no evaluation; choose a new --out")
+        if args_path.read_text() != text:
+            raise EvalError(f"{out} holds an evaluation with other arguments; choose a new --out")
+        if not resume:
+            raise EvalError(f"{out} already holds this evaluation; add --resume to finish it or choose a new --out")
+    out.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(args_path, text)
+    rows: dict[int, dict] = {}
+    progress = out / "progress.jsonl"
+    if progress.is_file():
+        for line in progress.read_text().splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:  # a line cut short by a kill: that episode runs again
+                continue
+            rows[row["index"]] = row
+    return rows
+
+
+def _run(policy, todo: list[int], out: Path, cfg: EvalConfig, env_cfg: EnvConfig, rows: dict, timing: Timing):
+    from chess_sim.sim.vec_env import VecChessEnv
+
+    is_expert = policy == EXPERT
+    if not is_expert:
+        # The simulators need the cores more than the policy does; the workers run single-threaded.
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) - cfg.envs + 1))
+    env_cfg = replace(env_cfg, render=not is_expert)
+    pending = deque(todo)
+    workers = min(cfg.envs, len(todo))
+    active: dict[int, _Episode] = {}
+    options = {"check_expert": True} if cfg.check_expert else {}
+    bar = Progress(len(todo), "eval")
+    with VecChessEnv(workers, env_cfg) as vec, open(out / "progress.jsonl", "a") as progress:
+        while pending or active:
+            starts = {worker: pending.popleft() for worker in range(workers) if worker not in active and pending}
+            if starts:
+                clock = time.perf_counter()
+                resets = vec.reset_many({worker: (cfg.seed, index, options) for worker, index in starts.items()})
+                timing.simulate_s += time.perf_counter() - clock
+                for worker, (observation, info) in resets.items():
+                    active[worker] = _start(starts[worker], observation, info, out, cfg, env_cfg)
+            film = frozenset(worker for worker, episode in active.items() if episode.video is not None)
+            clock = time.perf_counter()
+            if is_expert:
+                results = vec.expert_many({worker: CHUNK for worker in active}, film=film)
+                timing.simulate_s += time.perf_counter() - clock
+            else:
+                chunks = _decide(policy, active, cfg)
+                after = time.perf_counter()
+                timing.policy_s += after - clock
+                results = vec.step_many(chunks, film=film)
+                timing.simulate_s += time.perf_counter() - after
+            for worker, result in results.items():
+                episode = active[worker]
+                info = result.info
+                timing.physics_s += info.get("physics_s", 0.0)
+                timing.render_s += info.get("render_s", 0.0)
+                if info.get("restarted"):  # the simulator died: this episode starts again from its reset
+                    if episode.video is not None:
+                        episode.video.discard()
+                    active[worker] = _start(episode.index, result.observation, info, out, cfg, env_cfg)
+                    continue
+                episode.total += result.reward
+                episode.decisions += 1
+                episode.observation, episode.info = result.observation, info
+                if episode.video is not None:
+                    for frame_index, frames in enumerate(info.pop("frames")):
+                        episode.video.add(frames, info["steps"] - info["executed"] + frame_index + 1)
+                if result.terminated or result.truncated:
+                    row = _finish(episode, info, env_cfg.physics.control_hz)
+                    rows[row["index"]] = row
+                    progress.write(json.dumps(row) + "\n")
+                    progress.flush()
+                    os.fsync(progress.fileno())
+                    del active[worker]
+                    bar.advance(note=f"success {sum(r['end'] == 'success' for r in rows.values())}/{len(rows)}")
+        timing.extra["restarts"] = vec.restarts
+    bar.close()
+
+
+def _start(index: int, observation: dict, info: dict, out: Path, cfg: EvalConfig, env_cfg: EnvConfig) -> _Episode:
+    video = None
+    if index < cfg.videos:
+        from chess_sim.video import EpisodeVideo
+
+        video = EpisodeVideo(out / "videos" / f"episode_{index:04d}.mp4", info["instruction"],
+                             fps=env_cfg.physics.control_hz)
+        if "pixels" in observation:  # the expert's simulators do not render at reset
+            video.add(observation["pixels"], 0)
+    generator = torch.Generator().manual_seed(info["torch_seed"])
+    return _Episode(index, observation, info, generator, info.get("expert_solvable"), video)
+
+
+def _finish(episode: _Episode, info: dict, control_hz: int) -> dict:
+    from chess_sim.sim.env import episode_summary_row
+
+    row = episode_summary_row(info)
+    row.update({"move": info["move"], "return": episode.total, "decisions": episode.decisions,
+                "seconds": info["steps"] / control_hz})
+    if episode.expert_solvable is not None:
+        row["expert_solvable"] = episode.expert_solvable
+    if episode.video is not None:
+        episode.video.close(info["end"])
+    return row
+
+
+@torch.no_grad()
+def _decide(policy, active: dict[int, _Episode], cfg: EvalConfig) -> dict[int, np.ndarray]:
+    """One decision for every running episode, in one policy batch: {worker: chunk (T, 6) in SO-101 units}."""
+    from chess_sim.policy.base import chunk_actions, noise_schedule, observation_batch, sample_chain
+
+    workers = sorted(active)
+    episodes = [active[worker] for worker in workers]
+    batch = observation_batch([e.observation for e in episodes], [e.info["instruction"] for e in episodes])
+    shape = (1, policy.chunk, policy.chain_dim)
+    x0, noise = [], []
+    for episode in episodes:
+        x0.append(torch.randn(shape, generator=episode.generator))
+        if cfg.noise is not None:
+            noise.append(torch.randn((1, policy.steps, *shape[1:]), generator=episode.generator))
+    sigmas = noise_schedule(*cfg.noise, policy.steps) if cfg.noise is not None else None
+    chain = sample_chain(policy, policy.encode(batch), torch.cat(x0), sigmas,
+                         torch.cat(noise) if noise else None)
+    chunks = chunk_actions(policy, chain[:, -1]).numpy()
+    return {worker: chunks[i] for i, worker in enumerate(workers)}

@@ -1,0 +1,175 @@
+"""The evaluation protocol: determinism, pairing, resume, output schema, videos, comparison, bad input."""
+
+import csv
+import json
+from dataclasses import replace
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+import torch
+
+from chess_sim.cli import main
+from chess_sim.compare import compare
+from chess_sim.config import CameraConfig, CompactConfig, EvalConfig, profile
+from chess_sim.eval import EvalError, _decide, _Episode, evaluate
+from chess_sim.policy.base import Normalizer
+from chess_sim.policy.compact import CompactPolicy
+from chess_sim.summary import mcnemar
+
+ENV = replace(profile("baseline"), episode_seconds=2.0, camera=CameraConfig(64, 64))
+"""Short episodes and small images: the protocol, not the skill, is under test."""
+SMALL = CompactConfig(width=32, layers=1, heads=2, image_size=32, steps=2)
+
+
+def make_policy(directory, seed=0, action_std=20.0):
+    torch.manual_seed(seed)
+    normalizer = Normalizer.identity()
+    normalizer.action_std = torch.full((6,), action_std)
+    normalizer.action_mean = torch.tensor([0.0, -20.0, 20.0, 40.0, 0.0, 30.0])
+    CompactPolicy(SMALL, normalizer).save(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def policy_dir(tmp_path_factory):
+    return make_policy(tmp_path_factory.mktemp("policy"))
+
+
+@pytest.fixture(scope="module")
+def first_run(policy_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("eval") / "run"
+    summary, rows, _ = evaluate(policy_dir, out, EvalConfig(episodes=3, envs=2, videos=1), ENV)
+    return out, summary, rows
+
+
+def test_same_command_twice_gives_identical_files(policy_dir, first_run, tmp_path):
+    out, _, _ = first_run
+    again = tmp_path / "again"
+    evaluate(policy_dir, again, EvalConfig(episodes=3, envs=2, videos=1), ENV)
+    for name in ("summary.json", "episodes.csv"):
+        assert (again / name).read_bytes() == (out / name).read_bytes()
+
+
+def test_csv_and_summary_schema(first_run):
+    out, summary, rows = first_run
+    with open(out / "episodes.csv", newline="") as handle:
+        table = list(csv.DictReader(handle))
+    assert [int(row["index"]) for row in table] == [0, 1, 2]
+    for column in ("seed", "index", "piece", "move", "instruction", "end", "clean_lift", "close_lateral_mm",
+                   "place_error_mm", "max_tilt_deg", "return", "decisions"):
+        assert column in table[0]
+    stored = json.loads((out / "summary.json").read_text())
+    for key in ("episodes", "success", "return", "clean_lift", "disturbed", "toppled", "success_pawn",
+                "success_knight", "close_mm_median"):
+        assert key in stored
+    assert stored["episodes"] == 3 and sum(stored["ends"].values()) == 3
+    assert set(stored["ends_ci"]) == set(stored["ends"])
+    lo, hi = stored["success_ci"]
+    assert 0.0 <= lo <= stored["success"] <= hi <= 1.0
+    assert all(row["decisions"] == 2 for row in rows)  # 2 s = 60 steps = two 50-step chunks
+
+
+def test_video_decodes_with_every_step_and_the_outcome_hold(first_run):
+    out, _, rows = first_run
+    frames = iio.imread(out / "videos" / "episode_0000.mp4")
+    steps = round(rows[0]["seconds"] * 30)
+    assert frames.shape[0] == 1 + steps + 30  # reset frame, one per control step, 1 s of outcome
+    assert frames.shape[2] == 2 * 64  # both cameras side by side
+    assert not (out / "videos" / "episode_0001.mp4").exists()
+
+
+def test_two_policies_see_the_same_noise_draws(tmp_path):
+    """Velocity 0 makes a policy's action chunk its unnormalised x_0: the draws are visible directly."""
+    class Still(CompactPolicy):
+        def velocity(self, prefix, x_t, t):
+            return torch.zeros_like(x_t)
+
+    observation = {"pixels": {"front": np.zeros((64, 64, 3), np.uint8), "wrist": np.zeros((64, 64, 3), np.uint8)},
+                   "agent_pos": np.zeros(6, np.float32)}
+    chunks = []
+    for seed, workers in ((0, (0, 1)), (1, (1, 0))):  # other weights, other worker for each episode
+        policy = Still(SMALL, Normalizer.identity())
+        torch.manual_seed(seed)
+        active = {worker: _Episode(index, observation, {"instruction": "Move the white pawn from e2 to e4."},
+                                   torch.Generator().manual_seed(1000 + index), None)
+                  for worker, index in zip(workers, (7, 8))}
+        decided = _decide(policy, active, EvalConfig())
+        chunks.append({active[w].index: decided[w] for w in workers})
+    for index in (7, 8):
+        assert np.array_equal(chunks[0][index], chunks[1][index])
+        expected = torch.randn(1, 50, 6, generator=torch.Generator().manual_seed(1000 + index))[0].numpy()
+        assert np.allclose(chunks[0][index], expected, atol=1e-6)
+
+
+def test_resume_runs_only_the_missing_episodes(policy_dir, first_run, tmp_path, monkeypatch):
+    out, _, _ = first_run
+    partial = tmp_path / "partial"
+    cfg = EvalConfig(episodes=3, envs=2, videos=1)
+    evaluate(policy_dir, partial, replace(cfg, episodes=3), ENV)
+    lines = (partial / "progress.jsonl").read_text().splitlines()
+    kept = [line for line in lines if json.loads(line)["index"] != 1]
+    (partial / "progress.jsonl").write_text("\n".join(kept) + "\n" + lines[-1][:20])  # a line cut by a kill
+    (partial / "summary.json").unlink()
+    with pytest.raises(EvalError, match="--resume"):
+        evaluate(policy_dir, partial, cfg, ENV)
+    ran = []
+    import chess_sim.eval as module
+    original = module._start
+    monkeypatch.setattr(module, "_start", lambda index, *a: ran.append(index) or original(index, *a))
+    evaluate(policy_dir, partial, cfg, ENV, resume=True)
+    assert ran == [1]
+    for name in ("summary.json", "episodes.csv"):
+        assert (partial / name).read_bytes() == (out / name).read_bytes()
+
+
+def test_an_output_folder_of_another_run_is_refused(policy_dir, first_run):
+    out, _, _ = first_run
+    with pytest.raises(EvalError, match="other arguments"):
+        evaluate(policy_dir, out, EvalConfig(episodes=4, envs=2, videos=1), ENV, resume=True)
+
+
+def test_compare_counts_discordant_pairs(policy_dir, first_run, tmp_path):
+    out, _, rows = first_run
+    other = tmp_path / "other"
+    other.mkdir()
+    text = (out / "episodes.csv").read_text().splitlines()
+    header, body = text[0], text[1:]
+    flipped = body[0].replace(f",{rows[0]['end']},", ",success," if rows[0]["end"] != "success" else ",timeout,")
+    (other / "episodes.csv").write_text("\n".join([header, flipped, *body[1:]]) + "\n")
+    result = compare(out, other)
+    assert result["episodes"] == 3 and len(result["changed"]) == 1
+    assert result["only_a"] + result["only_b"] == 1 and result["mcnemar_p"] == 1.0
+
+
+def test_mcnemar_exact_hand_values():
+    assert mcnemar(0, 0) == 1.0
+    assert mcnemar(1, 5) == pytest.approx(2 * (1 + 6) / 64)  # two-sided binomial tail, n = 6
+    assert mcnemar(0, 10) == pytest.approx(2 / 1024)
+    assert mcnemar(7, 3) == mcnemar(3, 7)
+
+
+@pytest.mark.parametrize("setup, argv_tail, words", [
+    (lambda d: None, [], "no config.json"),
+    (lambda d: (d.mkdir(), (d / "config.json").write_text("{oops")), [], "not valid JSON"),
+    (lambda d: (d.mkdir(), (d / "config.json").write_text('{"kind": "compact", "config": {}}'),
+                (d / "model.safetensors").write_bytes(b"garbage")), [], "damaged"),
+    (lambda d: None, ["--episodes", "0"], "expected a number >= 1"),
+])
+def test_bad_input_is_one_line(setup, argv_tail, words, tmp_path, capsys):
+    policy = tmp_path / "policy"
+    setup(policy)
+    argv = ["eval", "--policy", str(policy), "--out", str(tmp_path / "out"), *argv_tail]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0]
+
+
+def test_cli_expert_eval_and_compare_smoke(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for out in (a, b):
+        assert main(["eval", "--policy", "expert", "--episodes", "1", "--envs", "1", "--out", str(out)]) == 0
+    assert main(["eval", "--compare", str(a), str(b), "--json", str(tmp_path / "cmp.json")]) == 0
+    result = json.loads((tmp_path / "cmp.json").read_text())
+    assert result["episodes"] == 1 and result["changed"] == []
+    assert main(["eval", "--compare", str(a), str(tmp_path / "none")]) == 2
