@@ -14,7 +14,7 @@ from pathlib import Path
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from chess_sim import atomic  # noqa: E402
-from chess_sim.config import PROFILES, TEST_SEED, TRAIN_SEED, RecordConfig, TrainConfig, profile  # noqa: E402
+from chess_sim.config import PROFILES, TEST_SEED, TRAIN_SEED, EvalConfig, RecordConfig, TrainConfig, profile  # noqa: E402
 
 
 class UsageError(Exception):
@@ -105,7 +105,32 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--val-episodes", type=_non_negative, default=TrainConfig.val_episodes)
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     train.add_argument("--json", type=Path, help="write the summary as JSON here")
+    evaluation = verbs.add_parser("eval", help="evaluate a policy (or the expert) on fixed scenes")
+    evaluation.add_argument("--policy", help="policy directory, or 'expert' for the scripted expert")
+    evaluation.add_argument("--episodes", type=_positive, default=EvalConfig.episodes)
+    evaluation.add_argument("--seed", type=_seed, default=EvalConfig.seed)
+    evaluation.add_argument("--out", type=Path, help="output folder (new, or this evaluation's with --resume)")
+    evaluation.add_argument("--envs", type=_positive, default=EvalConfig.envs, help="parallel simulators")
+    evaluation.add_argument("--video", type=_non_negative, default=0, help="film the first K episodes")
+    evaluation.add_argument("--noise", type=_noise, nargs="?", const=(0.2, 0.002), metavar="START,END",
+                            help="stochastic ReinFlow sampling with these noise sizes (default 0.2,0.002)")
+    evaluation.add_argument("--check-expert", action="store_true", help="mark scenes the expert cannot solve")
+    evaluation.add_argument("--profile", choices=sorted(PROFILES), default="baseline")
+    evaluation.add_argument("--resume", action="store_true", help="finish an interrupted evaluation in --out")
+    evaluation.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"),
+                            help="paired comparison of two evaluation folders instead")
+    evaluation.add_argument("--json", type=Path, help="write the summary as JSON here")
     return parser
+
+
+def _noise(text: str) -> tuple[float, float]:
+    try:
+        start, end = (float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected START,END noise sizes such as 0.2,0.002, got {text!r}") from None
+    if not (start > 0 and end > 0):
+        raise argparse.ArgumentTypeError(f"noise sizes must be positive, got {text!r}")
+    return start, end
 
 
 def cmd_scene(args: argparse.Namespace) -> dict:
@@ -197,7 +222,37 @@ def cmd_train(args: argparse.Namespace) -> dict:
     return summary
 
 
-COMMANDS = {"scene": cmd_scene, "expert": cmd_expert, "record": cmd_record, "train": cmd_train}
+def cmd_eval(args: argparse.Namespace) -> dict:
+    from chess_sim.compare import CompareError, compare, comparison_table
+    from chess_sim.eval import EvalError, evaluate
+    from chess_sim.tables import outcome_table
+
+    if args.compare is not None:
+        try:
+            result = compare(*args.compare)
+        except CompareError as error:
+            raise UsageError(str(error)) from None
+        print(comparison_table(result))
+        return result
+    if args.policy is None or args.out is None:
+        raise UsageError("eval needs --policy DIR|expert and --out DIR (or --compare A B)")
+    _check_output_dir(args.out)
+    cfg = EvalConfig(episodes=args.episodes, seed=args.seed, envs=args.envs, videos=args.video, noise=args.noise,
+                     check_expert=args.check_expert)
+    try:
+        summary, _, timing = evaluate(args.policy, args.out, cfg, profile(args.profile), resume=args.resume)
+    except EvalError as error:
+        raise UsageError(str(error)) from None
+    print(outcome_table(summary))
+    if args.check_expert:
+        print(f"  expert-solvable scenes {summary['expert_solvable']}, success on them "
+              f"{100 * (summary['success_expert_solvable'] or 0):.1f}%")
+    print(f"{args.episodes} episodes in {timing.total_s:.0f} s (policy {timing.policy_s:.0f} s, waiting for "
+          f"simulators {timing.simulate_s:.0f} s) -> {args.out}")
+    return summary
+
+
+COMMANDS = {"scene": cmd_scene, "expert": cmd_expert, "record": cmd_record, "train": cmd_train, "eval": cmd_eval}
 
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
