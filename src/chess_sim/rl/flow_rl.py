@@ -1,0 +1,137 @@
+"""FlowRL: a FlowPolicy's denoising chain as a stochastic policy (ReinFlow), with a critic and noise sizes.
+
+With noise, each Euler step of the sampler is a Gaussian transition
+    x_{k+1} ~ N(mu_k, sigma_k^2),   mu_k = x_k + dt * v(x_k, t_k),   k = 0 .. K-1,
+so the chain x_0 .. x_K has an exact likelihood: the product of K Gaussians (x_0 ~ N(0, I) is the same for
+every policy and drops out of ratios). Log-probs are kept per element, (B, K, T, A): PPO clips each element's
+ratio on its own. Only the A real action dimensions count; a policy whose chain carries padded dimensions
+(SmolVLA: C = 32) gets noise on them too, and they act as part of the conditioning.
+
+sigma_k is per step and chain dimension, (K, C), on a geometric schedule from `sigma_start` (first step) to
+`sigma_end` (last); learnable as `log_sigma` when asked. The critic is a small separate head on the prefix's
+pooled features (`policy.features`) and the normalised state. The prefix is computed once per decision; PPO
+re-evaluates log-probs from the stored prefix, never running the encoder again.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from chess_sim.policy.base import FlowPolicy, chunk_actions, noise_schedule, time_grid
+
+LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+@dataclass
+class Sample:
+    """One batch of decisions drawn with noise."""
+
+    chain: torch.Tensor
+    """(B, K+1, T, C) the denoising chain, x_0 first; x_K is the (normalised) action chunk."""
+    log_probs: torch.Tensor
+    """(B, K, T, A) log-density of each transition element."""
+    value: torch.Tensor
+    """(B,) the critic's value of the decision's observation."""
+    prefix: Any
+    """The policy's prefix (batch-first tensors), for storage and re-evaluation."""
+
+
+def gaussian_log_prob(x: torch.Tensor, mean: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+    """Elementwise log N(x; mean, sigma^2)."""
+    return -0.5 * ((x - mean) / sigma) ** 2 - torch.log(sigma) - LOG_SQRT_2PI
+
+
+class FlowRL(nn.Module):
+    """The trainable pieces of RL fine-tuning around a FlowPolicy: the policy, `log_sigma`, the critic."""
+
+    def __init__(self, policy: FlowPolicy, sigma_start: float = 0.2, sigma_end: float = 0.002,
+                 learn_sigma: bool = False, critic_width: int = 256, prefix_dtype: torch.dtype = torch.float32):
+        super().__init__()
+        self.policy = policy
+        self.prefix_dtype = prefix_dtype
+        """Stored prefixes are kept in this dtype (bfloat16 for SmolVLA's ~5.5 MiB KV caches); sampling uses
+        the stored form too, so re-evaluation from storage reproduces the rollout's log-probs exactly."""
+        steps, dims = policy.steps, policy.chain_dim
+        log_sigma = noise_schedule(sigma_start, sigma_end, steps).log()[:, None].expand(steps, dims).clone()
+        self.log_sigma = nn.Parameter(log_sigma, requires_grad=learn_sigma)
+        features = policy.features(_probe_prefix(policy)).shape[-1]
+        self.critic = nn.Sequential(nn.Linear(features + policy.action_dim, critic_width), nn.Tanh(),
+                                    nn.Linear(critic_width, critic_width), nn.Tanh(), nn.Linear(critic_width, 1))
+
+    def sigmas(self) -> torch.Tensor:
+        """(K, C) noise size of every step and chain dimension."""
+        return self.log_sigma.exp()
+
+    def value(self, prefix: Any, state: torch.Tensor) -> torch.Tensor:
+        """(B,) value from the prefix features and the state (B, A) in SO-101 units."""
+        features = self.policy.features(prefix).float()
+        return self.critic(torch.cat([features, self.policy.normalizer.normalize_state(state.float())], -1))[:, 0]
+
+    @torch.no_grad()
+    def sample(self, batch: dict, x0: torch.Tensor, noise: torch.Tensor | None) -> Sample:
+        """Encode `batch`, then run the chain from x0 (B, T, C) with standard-normal `noise` (B, K, T, C)
+        scaled by `sigmas()`; `noise=None` runs the plain ODE (log-probs then describe a zero-noise chain and
+        are not meaningful)."""
+        stored = cast_prefix(self.policy.encode(batch), self.prefix_dtype)
+        prefix = cast_prefix(stored, torch.float32)
+        steps = self.policy.steps
+        times, dt = time_grid(steps, x0.device), -1.0 / steps
+        sigmas = self.sigmas()
+        chain, log_probs = [x0], []
+        for k in range(steps):
+            x = chain[-1]
+            mean = x + dt * self.policy.velocity(prefix, x, times[k].expand(x.shape[0]))
+            nxt = mean if noise is None else mean + sigmas[k] * noise[:, k]
+            log_probs.append(gaussian_log_prob(nxt, mean, sigmas[k])[..., :self.policy.action_dim])
+            chain.append(nxt)
+        return Sample(torch.stack(chain, 1), torch.stack(log_probs, 1),
+                      self.value(prefix, batch["observation.state"]), stored)
+
+    def evaluate(self, chain: torch.Tensor, prefix: Any, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probs (B, K, T, A) of a stored chain (B, K+1, T, C) under the current policy and noise sizes,
+        and the value (B,), from a stored prefix: K velocity calls in one batch of B*K, no encoder."""
+        prefix = cast_prefix(prefix, torch.float32)
+        batch, steps = chain.shape[0], self.policy.steps
+        assert chain.shape[1:] == (steps + 1, self.policy.chunk, self.policy.chain_dim), \
+            f"chain must be (B, {steps + 1}, {self.policy.chunk}, {self.policy.chain_dim}), got {tuple(chain.shape)}"
+        times = time_grid(steps, chain.device)[:steps]
+        x = chain[:, :-1].reshape(batch * steps, *chain.shape[2:])
+        repeated = _repeat_prefix(prefix, steps)
+        velocity = self.policy.velocity(repeated, x, times.repeat(batch))
+        mean = (x + (-1.0 / steps) * velocity).reshape(batch, steps, *chain.shape[2:])
+        sigmas = self.sigmas()[None, :, None, :]
+        log_probs = gaussian_log_prob(chain[:, 1:], mean, sigmas)[..., :self.policy.action_dim]
+        return log_probs, self.value(prefix, state)
+
+    def actions(self, chain: torch.Tensor) -> torch.Tensor:
+        """(B, K+1, T, C) chain -> (B, T, A) joint targets in SO-101 units."""
+        return chunk_actions(self.policy, chain[:, -1])
+
+
+def cast_prefix(prefix: Any, dtype: torch.dtype) -> Any:
+    """The prefix with its floating-point tensors in `dtype` (masks and indices untouched)."""
+    if isinstance(prefix, torch.Tensor):
+        return prefix.to(dtype) if prefix.is_floating_point() else prefix
+    return {name: cast_prefix(value, dtype) for name, value in prefix.items()}
+
+
+def _repeat_prefix(prefix: Any, times: int) -> Any:
+    """Each sample's prefix repeated `times` times, sample-major (matches a (B, K) -> B*K reshape)."""
+    if isinstance(prefix, torch.Tensor):
+        return prefix.repeat_interleave(times, dim=0)
+    return {name: _repeat_prefix(value, times) for name, value in prefix.items()}
+
+
+def _probe_prefix(policy: FlowPolicy) -> Any:
+    """A prefix of one blank observation, to size the critic's input."""
+    size = 64
+    blank = torch.zeros(1, 3, size, size)
+    batch = {"observation.images.front": blank, "observation.images.wrist": blank,
+             "observation.state": torch.zeros(1, policy.action_dim), "task": ["Move the white pawn from e2 to e4."]}
+    with torch.no_grad():
+        return policy.encode(batch)

@@ -1,0 +1,140 @@
+"""PPO over action chunks: GAE over each episode's decisions and the clipped update of FlowRL.
+
+Decisions are stored flat, episode after episode (`Storage`). One decision is one 50-step chunk; its reward
+is the sum of the chunk's step rewards, and `gamma` discounts per decision.
+
+Time limits: an episode cut by the time limit (`truncated`) did not reach a terminal state, so its last
+decision bootstraps from the critic's value of the final observation (partial-episode bootstrapping);
+only success, irreversible failure or an unstable simulation (`terminated`) end with a next value of 0.
+
+Ratios: the log-prob of one denoising step sums T x A = 300 elements and moves by hundreds of nats after one
+small update, so a per-step (or per-chunk) ratio is almost always outside [1 - clip, 1 + clip] and PPO learns
+nothing. As tokens in language-model PPO, every element (step x timestep x joint) has its own clipped ratio
+(`ratio="element"`); `"step"` and `"chunk"` are offered for comparison.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from chess_sim.rl.flow_rl import FlowRL
+
+RATIO_MODES = ("element", "step", "chunk")
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor, ends: torch.Tensor,
+        gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Advantages and returns (N,) for N decisions stored episode after episode.
+
+    `next_values[i]` is the value of the observation after decision i: `values[i+1]` inside an episode, the
+    bootstrap value after a time-limit end, 0 after a terminal end. `ends[i]` marks an episode's last decision,
+    where the recursion restarts."""
+    advantages = torch.zeros_like(rewards)
+    running = torch.zeros((), dtype=rewards.dtype)
+    for i in range(len(rewards) - 1, -1, -1):
+        delta = rewards[i] + gamma * next_values[i] - values[i]
+        running = delta + gamma * lam * running * (0.0 if ends[i] else 1.0)
+        advantages[i] = running
+    return advantages, advantages + values
+
+
+def log_ratio(new: torch.Tensor, old: torch.Tensor, mode: str) -> torch.Tensor:
+    """Log ratios from per-element log-probs (B, K, T, A): per element, per step (B, K) or per chunk (B,)."""
+    if mode == "element":
+        return new - old
+    if mode == "step":
+        return (new - old).sum(dim=(2, 3))
+    if mode == "chunk":
+        return (new - old).sum(dim=(1, 2, 3))
+    raise ValueError(f"ratio mode must be one of {RATIO_MODES}, got {mode!r}")
+
+
+def clipped_policy_loss(log_ratios: torch.Tensor, advantages: torch.Tensor, clip: float) -> dict[str, torch.Tensor]:
+    """PPO's clipped surrogate with each ratio clipped on its own; `advantages` (B,) broadcast over the
+    ratio's other dimensions. Also the approximate KL (mean of (r - 1) - log r) and the clip fraction."""
+    ratio = log_ratios.exp()
+    advantage = advantages.reshape(-1, *([1] * (ratio.ndim - 1)))
+    surrogate = torch.min(ratio * advantage, ratio.clamp(1.0 - clip, 1.0 + clip) * advantage)
+    with torch.no_grad():
+        clipfrac = ((ratio - 1.0).abs() > clip).float().mean()
+    return {"pg_loss": -surrogate.mean(), "approx_kl": approx_kl(log_ratios.detach()), "clipfrac": clipfrac}
+
+
+def approx_kl(log_ratios: torch.Tensor) -> torch.Tensor:
+    """Mean of (r - 1) - log r: an unbiased, non-negative estimate of KL(old || new)."""
+    return (log_ratios.exp() - 1.0 - log_ratios).mean()
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """The update's hyper-parameters (defaults: SmolVLA on a GPU; profiles override)."""
+
+    epochs: int = 2
+    """Passes over the iteration's decisions."""
+    minibatch: int = 16
+    """Decisions per gradient step."""
+    clip: float = 0.2
+    """Ratio clip."""
+    ratio: str = "element"
+    """Granularity of the clipped ratio: element | step | chunk."""
+    vf_coef: float = 0.5
+    """Weight of the value loss 0.5 * (V - return)^2."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip over all trained parameters."""
+    target_kl: float = 0.02
+    """Stop after an epoch whose mean per-element approximate KL exceeds this (0: never)."""
+
+
+def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: PPOConfig, generator: torch.Generator,
+               critic_only: bool = False) -> dict[str, float]:
+    """Epochs of minibatch updates over `storage` (see `rl/storage.py`). With `critic_only` (critic warm-up)
+    only the value loss is minimised and policy and noise stay exactly as they were."""
+    advantages = storage.advantages
+    normalized = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    n = len(storage)
+    stats: dict[str, list[float]] = {key: [] for key in ("pg_loss", "v_loss", "approx_kl", "clipfrac", "grad_norm")}
+    epochs_done, kl_stop = 0, False
+    model.train(False)  # no dropout: the log-probs must be those of the sampling policy
+    for _ in range(cfg.epochs):
+        epoch_kl = []
+        order = torch.randperm(n, generator=generator)
+        for start in range(0, n, cfg.minibatch):
+            index = order[start:start + cfg.minibatch]
+            chain, prefix, state, old_log_probs = storage.minibatch(index)
+            log_probs, value = model.evaluate(chain, prefix, state)
+            v_loss = 0.5 * ((value - storage.returns[index]) ** 2).mean()
+            policy_terms = clipped_policy_loss(log_ratio(log_probs, old_log_probs, cfg.ratio), normalized[index],
+                                               cfg.clip)
+            loss = cfg.vf_coef * v_loss if critic_only else policy_terms["pg_loss"] + cfg.vf_coef * v_loss
+            optimizer.zero_grad()
+            loss.backward()
+            if critic_only:
+                for parameter in trained_policy_parameters(model):
+                    parameter.grad = None
+            grad_norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None],
+                                                       cfg.max_grad_norm)
+            optimizer.step()
+            element_kl = float(approx_kl(log_probs.detach() - old_log_probs))
+            epoch_kl.append(element_kl)
+            stats["pg_loss"].append(float(policy_terms["pg_loss"]))
+            stats["v_loss"].append(float(v_loss))
+            stats["approx_kl"].append(element_kl)
+            stats["clipfrac"].append(float(policy_terms["clipfrac"]))
+            stats["grad_norm"].append(float(grad_norm))
+        epochs_done += 1
+        if cfg.target_kl and sum(epoch_kl) / len(epoch_kl) > cfg.target_kl:
+            kl_stop = True
+            break
+    values, returns = storage.values, storage.returns
+    explained = 1.0 - float((returns - values).var() / returns.var()) if returns.var() > 0 else float("nan")
+    out = {key: sum(v) / len(v) for key, v in stats.items() if v}
+    out.update(epochs_done=epochs_done, kl_stop=kl_stop, explained_variance=explained)
+    return out
+
+
+def trained_policy_parameters(model: FlowRL) -> list[torch.nn.Parameter]:
+    """The parameters PPO's policy term moves: the policy's trainable ones and the noise sizes when learned."""
+    params = [p for p in model.policy.parameters() if p.requires_grad]
+    return params + ([model.log_sigma] if model.log_sigma.requires_grad else [])

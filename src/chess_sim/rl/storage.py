@@ -1,0 +1,71 @@
+"""Storage of one iteration's decisions for PPO, episode after episode.
+
+Per decision: the chain (K+1, T, C), its per-element log-probs (K, T, A), the critic's value, the reward
+(sum over the chunk's steps), the state (A,) and the policy's prefix in its stored form (FlowRL's
+`prefix_dtype`, on the CPU), so the update re-evaluates log-probs without running the encoder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from chess_sim.rl.ppo import gae
+
+
+@dataclass
+class Decision:
+    chain: torch.Tensor
+    log_probs: torch.Tensor
+    value: float
+    state: torch.Tensor
+    prefix: Any
+    """This decision's prefix, batch dimension 1."""
+    reward: float = 0.0
+
+
+def split_prefix(prefix: Any, batch: int) -> list[Any]:
+    """A batched prefix -> `batch` prefixes of batch size 1 (copies, so one sample does not pin the batch)."""
+    if isinstance(prefix, torch.Tensor):
+        return [prefix[i:i + 1].clone() for i in range(batch)]
+    parts = {name: split_prefix(value, batch) for name, value in prefix.items()}
+    return [{name: parts[name][i] for name in parts} for i in range(batch)]
+
+
+def stack_prefixes(prefixes: list[Any]) -> Any:
+    """Inverse of `split_prefix`."""
+    if isinstance(prefixes[0], torch.Tensor):
+        return torch.cat(prefixes, dim=0)
+    return {name: stack_prefixes([p[name] for p in prefixes]) for name in prefixes[0]}
+
+
+class Storage:
+    def __init__(self):
+        self.decisions: list[Decision] = []
+        self._next_values: list[float] = []
+        self._ends: list[bool] = []
+
+    def __len__(self) -> int:
+        return len(self.decisions)
+
+    def add_episode(self, decisions: list[Decision], bootstrap: float) -> None:
+        """An episode's decisions in order; `bootstrap` is the value after the last one (0 after a terminal
+        end, the critic's value of the final observation after a time-limit end)."""
+        self.decisions.extend(decisions)
+        self._next_values.extend([d.value for d in decisions[1:]] + [bootstrap])
+        self._ends.extend([False] * (len(decisions) - 1) + [True])
+
+    def finish(self, gamma: float, lam: float) -> None:
+        """Compute advantages and returns; the storage is then read-only."""
+        self.values = torch.tensor([d.value for d in self.decisions])
+        self.rewards = torch.tensor([d.reward for d in self.decisions])
+        self.advantages, self.returns = gae(self.rewards, self.values, torch.tensor(self._next_values),
+                                            torch.tensor(self._ends), gamma, lam)
+
+    def minibatch(self, index: torch.Tensor) -> tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]:
+        """(chain (B, K+1, T, C), prefix, state (B, A), old log-probs (B, K, T, A)) of the decisions `index`."""
+        chosen = [self.decisions[i] for i in index.tolist()]
+        return (torch.stack([d.chain for d in chosen]), stack_prefixes([d.prefix for d in chosen]),
+                torch.stack([d.state for d in chosen]), torch.stack([d.log_probs for d in chosen]))
