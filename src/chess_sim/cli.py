@@ -97,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     train = verbs.add_parser("train", help="imitation training of a flow policy on a LeRobot dataset")
     train.add_argument("--dataset", type=Path, required=True)
     train.add_argument("--policy", choices=["compact", "smolvla"], default="compact")
-    train.add_argument("--init", type=Path, help="start from this policy directory")
+    train.add_argument("--init", type=Path, help="start from this policy directory (smolvla: required, a LeRobot "
+                       "SmolVLA checkpoint such as a downloaded lerobot/smolvla_base)")
     train.add_argument("--out", type=Path, required=True)
     train.add_argument("--steps", type=_positive, default=TrainConfig.steps)
     train.add_argument("--batch-size", type=_positive, default=TrainConfig.batch_size)
@@ -208,13 +209,11 @@ def _print_inspection(summary: dict) -> None:
 def cmd_train(args: argparse.Namespace) -> dict:
     from chess_sim.policy.bc import TrainError, train
 
-    if args.policy != "compact":
-        raise UsageError("--policy smolvla is not available yet: only the compact policy trains in this version")
     _check_output_dir(args.out)
     cfg = TrainConfig(steps=args.steps, batch_size=args.batch_size, val_every=args.val_every,
                       val_episodes=args.val_episodes, save_every=min(TrainConfig.save_every, args.steps))
     try:
-        summary = train(args.dataset, args.out, cfg, init=args.init, resume=args.resume)
+        summary = train(args.dataset, args.out, cfg, init=args.init, resume=args.resume, policy_kind=args.policy)
     except (TrainError, ValueError) as error:
         raise UsageError(str(error)) from None
     print(f"trained {summary['steps']} steps ({summary['steps_per_s']:.2f} steps/s), final loss "

@@ -6,6 +6,11 @@ Checkpoints: `<out>/last` every `save_every` steps and at the end (policy files 
 optimizer, scheduler, step and RNG state, so `resume` continues without losing or repeating a step), and
 `<out>/best` (highest validation success; a later one wins ties). `<out>/train_log.jsonl`: one line per log
 interval and per validation. Every file is written atomically.
+
+Policies: `compact` (new, or from `init`), or `smolvla` from `init`, a LeRobot SmolVLA checkpoint directory
+(ours, or e.g. a downloaded `lerobot/smolvla_base`; without our normaliser file the dataset's statistics
+normalise). Only parameters with `requires_grad` train (SmolVLA: the action expert and `state_proj`; the
+prefix is recomputed with gradients every step, so `state_proj` learns too).
 """
 
 from __future__ import annotations
@@ -19,9 +24,12 @@ from pathlib import Path
 import torch
 
 from chess_sim import atomic
-from chess_sim.config import VALIDATION_SEED, CompactConfig, EnvConfig, TrainConfig, profile
-from chess_sim.policy.base import Normalizer, flow_matching_loss
+from chess_sim.config import CHUNK, VALIDATION_SEED, CompactConfig, EnvConfig, TrainConfig, profile
+from chess_sim.policy.base import FlowPolicy, Normalizer, flow_matching_loss
 from chess_sim.policy.compact import CompactPolicy
+
+POLICY_KINDS = ("compact", "smolvla")
+
 
 class TrainError(Exception):
     """Bad input for training (one-line message for the CLI)."""
@@ -54,10 +62,17 @@ def _schedule(cfg: TrainConfig):
 
 
 def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: CompactConfig | None = None,
-          init: Path | None = None, resume: bool = False, env_cfg: EnvConfig | None = None) -> dict:
-    """Train a compact policy; returns a summary (final loss, steps/s, best validation success)."""
+          init: Path | None = None, resume: bool = False, env_cfg: EnvConfig | None = None,
+          policy_kind: str = "compact") -> dict:
+    """Train a `policy_kind` policy (see the module docstring); returns a summary (final loss, steps/s, best
+    validation success)."""
     from chess_sim.progress import Progress
 
+    if policy_kind not in POLICY_KINDS:
+        raise TrainError(f"unknown policy kind {policy_kind!r}; choose one of {', '.join(POLICY_KINDS)}")
+    if policy_kind == "smolvla" and init is None and not resume:
+        raise TrainError("--policy smolvla needs --init DIR, a LeRobot SmolVLA checkpoint (e.g. lerobot/smolvla_base)")
+    policy_class = _policy_class(policy_kind)
     torch.set_num_threads(cfg.torch_threads)
     out = Path(out)
     policy = None
@@ -65,17 +80,21 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
         atomic.recover_dir(out / "last")
         if not (out / "last" / "trainer.pt").is_file():
             raise TrainError(f"{out} has no checkpoint to resume (no last/trainer.pt)")
-        policy = CompactPolicy.load(out / "last")
+        policy = policy_class.load(out / "last")
     elif out.exists() and any(out.iterdir()):
         raise TrainError(f"{out} exists and is not empty; choose a new --out or add --resume")
-    elif init is not None:
+    elif init is not None and policy_kind == "compact":
         policy = CompactPolicy.load(init)
-    dataset = open_dataset(dataset_dir, policy.chunk if policy else (policy_config or CompactConfig()).chunk)
-    if policy is None:
+    chunk = policy.chunk if policy else CHUNK if policy_kind == "smolvla" else (policy_config or CompactConfig()).chunk
+    dataset = open_dataset(dataset_dir, chunk)
+    if policy is None and policy_kind == "smolvla":
+        policy = policy_class.load(init, stats=dataset.meta.stats)
+    elif policy is None:
         torch.manual_seed(cfg.seed)
         policy = CompactPolicy(policy_config, Normalizer.from_stats(dataset.meta.stats))
     policy.train()
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=cfg.lr,
+                                  weight_decay=cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(cfg))
     step, best = 0, -1.0
     generator = torch.Generator().manual_seed(cfg.seed)
@@ -109,6 +128,14 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
             "steps_per_s": (progress.step - steps_at_start) / seconds if seconds else None, "out": str(out)}
 
 
+def _policy_class(kind: str):
+    if kind == "smolvla":  # imported only when asked for: it keeps the hub offline for the whole process
+        from chess_sim.policy.smolvla import SmolVLAFlowPolicy
+
+        return SmolVLAFlowPolicy
+    return CompactPolicy
+
+
 @dataclass
 class _Progress:
     step: int
@@ -121,6 +148,7 @@ def _loop(policy, loader, optimizer, scheduler, generator, cfg: TrainConfig, env
           progress: _Progress, losses: list, bar) -> None:
     """The optimisation loop from `progress.step` to `cfg.steps`, updating `progress` as it goes."""
     step, best = progress.step, progress.best
+    device = next(policy.parameters()).device
     while step < cfg.steps:
         for batch in loader:
             if step >= cfg.steps:
@@ -128,7 +156,8 @@ def _loop(policy, loader, optimizer, scheduler, generator, cfg: TrainConfig, env
             actions = policy.normalizer.normalize_action(batch["action"])
             noise = torch.randn(*actions.shape[:2], policy.chain_dim, generator=generator)
             t = torch.rand(actions.shape[0], generator=generator)
-            loss = flow_matching_loss(policy, policy.encode(batch), actions, noise, t, pad=batch["action_is_pad"])
+            loss = flow_matching_loss(policy, policy.encode(batch), actions.to(device), noise.to(device),
+                                      t.to(device), pad=batch["action_is_pad"].to(device))
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
@@ -153,7 +182,7 @@ def _loop(policy, loader, optimizer, scheduler, generator, cfg: TrainConfig, env
             progress.step, progress.best = step, best
 
 
-def _validate(policy: CompactPolicy, cfg: TrainConfig, env_cfg: EnvConfig | None) -> float:
+def _validate(policy: FlowPolicy, cfg: TrainConfig, env_cfg: EnvConfig | None) -> float:
     from chess_sim.policy.rollout import run_policy_episode
     from chess_sim.sim.env import ChessEnv
 
@@ -167,7 +196,7 @@ def _validate(policy: CompactPolicy, cfg: TrainConfig, env_cfg: EnvConfig | None
     return sum(row["end"] == "success" for row in rows) / len(rows)
 
 
-def _save(policy: CompactPolicy, directory: Path) -> None:
+def _save(policy: FlowPolicy, directory: Path) -> None:
     atomic.write_dir(directory, policy.save)
 
 

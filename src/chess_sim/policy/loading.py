@@ -1,4 +1,5 @@
-"""Open any saved FlowPolicy directory by what its `config.json` says it holds."""
+"""Open any saved FlowPolicy directory by what its `config.json` says it holds: ours (`"kind"`) or a LeRobot
+SmolVLA checkpoint (`"type": "smolvla"`)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ def load_policy(directory) -> FlowPolicy:
         data = json.loads(config_path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{config_path} is not valid JSON ({error})") from None
+    if isinstance(data, dict) and data.get("type") == "smolvla":  # LeRobot's name for SmolVLA checkpoints
+        from chess_sim.policy.smolvla import SmolVLAFlowPolicy
+
+        return SmolVLAFlowPolicy.load(directory)  # raises its own one-line ValueErrors
     if not isinstance(data, dict) or data.get("kind") != COMPACT:
         raise ValueError(f"{directory} does not hold a chess-sim policy (config.json names no known kind)")
     try:
