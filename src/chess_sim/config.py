@@ -234,6 +234,9 @@ class TrainConfig:
     """Seeds batch order, noise and flow times."""
     torch_threads: int = 2
     """CPU threads of this process."""
+    recovery: bool = True
+    """Train on the recovery demonstrations too; False keeps only the clean expert episodes (the ablation in
+    `models/baseline/MODEL_CARD.md`)."""
 
 
 @dataclass(frozen=True)

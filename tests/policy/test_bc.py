@@ -8,7 +8,7 @@ import torch
 
 from chess_sim.config import CameraConfig, CompactConfig, RecordConfig, TrainConfig, profile
 from chess_sim.data.record import record
-from chess_sim.policy.bc import TrainError, train
+from chess_sim.policy.bc import TrainError, _clean_episodes, train
 from chess_sim.policy.compact import CompactPolicy
 
 SMALL = CompactConfig(image_size=32, width=32, layers=1, heads=2)
@@ -77,3 +77,12 @@ def test_ctrl_c_keeps_every_finished_step(dataset, tmp_path, monkeypatch):
     assert torch.load(out / "last" / "trainer.pt", weights_only=False)["step"] == 7
     monkeypatch.setattr(bc, "flow_matching_loss", real_loss)
     assert train(dataset, out, QUICK, SMALL, resume=True)["steps"] == 40
+
+
+def test_clean_episodes_leave_out_recovery_demonstrations(tmp_path):
+    (tmp_path / "meta").mkdir()
+    with pytest.raises(TrainError, match="chess_sim.json"):
+        _clean_episodes(tmp_path)
+    saved = [{"episode_index": i, "recovery": i % 3 == 1} for i in range(6)]
+    (tmp_path / "meta" / "chess_sim.json").write_text(json.dumps({"saved": saved}))
+    assert _clean_episodes(tmp_path) == [0, 2, 3, 5]

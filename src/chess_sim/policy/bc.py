@@ -35,8 +35,9 @@ class TrainError(Exception):
     """Bad input for training (one-line message for the CLI)."""
 
 
-def open_dataset(root: Path, chunk: int):
-    """LeRobot dataset whose samples carry the next `chunk` actions."""
+def open_dataset(root: Path, chunk: int, recovery: bool = True):
+    """LeRobot dataset whose samples carry the next `chunk` actions; without `recovery`, only the episodes
+    that `meta/chess_sim.json` lists as clean expert demonstrations."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     root = Path(root)
@@ -48,8 +49,20 @@ def open_dataset(root: Path, chunk: int):
     if missing:
         raise TrainError(f"{root} lacks the features {sorted(missing)} a chess-sim policy needs")
     fps = info["fps"]
-    return LeRobotDataset(f"chess-sim/{root.name}", root=root,
+    episodes = None if recovery else _clean_episodes(root)
+    return LeRobotDataset(f"chess-sim/{root.name}", root=root, episodes=episodes,
                           delta_timestamps={"action": [i / fps for i in range(chunk)]})
+
+
+def _clean_episodes(root: Path) -> list[int]:
+    facts = root / "meta" / "chess_sim.json"
+    if not facts.is_file():
+        raise TrainError(f"{root} has no meta/chess_sim.json: only a chess-sim recording says which episodes are "
+                         f"recovery demonstrations")
+    clean = [e["episode_index"] for e in json.loads(facts.read_text())["saved"] if not e["recovery"]]
+    if not clean:
+        raise TrainError(f"{root} holds no clean (non-recovery) episodes")
+    return clean
 
 
 def _schedule(cfg: TrainConfig):
@@ -86,7 +99,7 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
     elif init is not None and policy_kind == "compact":
         policy = CompactPolicy.load(init)
     chunk = policy.chunk if policy else CHUNK if policy_kind == "smolvla" else (policy_config or CompactConfig()).chunk
-    dataset = open_dataset(dataset_dir, chunk)
+    dataset = open_dataset(dataset_dir, chunk, cfg.recovery)
     if policy is None and policy_kind == "smolvla":
         policy = policy_class.load(init, stats=dataset.meta.stats)
     elif policy is None:
