@@ -115,8 +115,9 @@ def test_resume_runs_only_the_missing_episodes(policy_dir, first_run, tmp_path, 
         evaluate(policy_dir, partial, cfg, ENV)
     ran = []
     import chess_sim.eval as module
-    original = module._start
-    monkeypatch.setattr(module, "_start", lambda index, *a: ran.append(index) or original(index, *a))
+    original = module._EvalDriver.start
+    monkeypatch.setattr(module._EvalDriver, "start",
+                        lambda self, index, *a: ran.append(index) or original(self, index, *a))
     evaluate(policy_dir, partial, cfg, ENV, resume=True)
     assert ran == [1]
     for name in ("summary.json", "episodes.csv"):

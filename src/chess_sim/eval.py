@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections import deque
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import numpy as np
 import torch
 
 from chess_sim import atomic
-from chess_sim.config import CHUNK, EnvConfig, EvalConfig
+from chess_sim.config import EnvConfig, EvalConfig
 from chess_sim.progress import Progress
 from chess_sim.summary import summarize
 from chess_sim.tables import write_csv
@@ -134,6 +133,7 @@ def _prepare_out(out: Path, arguments: dict, resume: bool) -> dict[int, dict]:
 
 
 def _run(policy, todo: list[int], out: Path, cfg: EvalConfig, env_cfg: EnvConfig, rows: dict, timing: Timing):
+    from chess_sim.scheduler import drive
     from chess_sim.sim.vec_env import VecChessEnv
 
     is_expert = policy == EXPERT
@@ -141,70 +141,69 @@ def _run(policy, todo: list[int], out: Path, cfg: EvalConfig, env_cfg: EnvConfig
         # The simulators need the cores more than the policy does; the workers run single-threaded.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) - cfg.envs + 1))
     env_cfg = replace(env_cfg, render=not is_expert)
-    pending = deque(todo)
-    workers = min(cfg.envs, len(todo))
-    active: dict[int, _Episode] = {}
     options = {"check_expert": True} if cfg.check_expert else {}
     bar = Progress(len(todo), "eval")
-    with VecChessEnv(workers, env_cfg) as vec, open(out / "progress.jsonl", "a") as progress:
-        while pending or active:
-            starts = {worker: pending.popleft() for worker in range(workers) if worker not in active and pending}
-            if starts:
-                clock = time.perf_counter()
-                resets = vec.reset_many({worker: (cfg.seed, index, options) for worker, index in starts.items()})
-                timing.simulate_s += time.perf_counter() - clock
-                for worker, (observation, info) in resets.items():
-                    active[worker] = _start(starts[worker], observation, info, out, cfg, env_cfg)
-            film = frozenset(worker for worker, episode in active.items() if episode.video is not None)
-            clock = time.perf_counter()
-            if is_expert:
-                results = vec.expert_many({worker: CHUNK for worker in active}, film=film)
-                timing.simulate_s += time.perf_counter() - clock
-            else:
-                chunks = _decide(policy, active, cfg)
-                after = time.perf_counter()
-                timing.policy_s += after - clock
-                results = vec.step_many(chunks, film=film)
-                timing.simulate_s += time.perf_counter() - after
-            for worker, result in results.items():
-                episode = active[worker]
-                info = result.info
-                timing.physics_s += info.get("physics_s", 0.0)
-                timing.render_s += info.get("render_s", 0.0)
-                if info.get("restarted"):  # the simulator died: this episode starts again from its reset
-                    if episode.video is not None:
-                        episode.video.discard()
-                    active[worker] = _start(episode.index, result.observation, info, out, cfg, env_cfg)
-                    continue
-                episode.total += result.reward
-                episode.decisions += 1
-                episode.observation, episode.info = result.observation, info
-                if episode.video is not None:
-                    for frame_index, frames in enumerate(info.pop("frames")):
-                        episode.video.add(frames, info["steps"] - info["executed"] + frame_index + 1)
-                if result.terminated or result.truncated:
-                    row = _finish(episode, info, env_cfg.physics.control_hz)
-                    rows[row["index"]] = row
-                    progress.write(json.dumps(row) + "\n")
-                    progress.flush()
-                    os.fsync(progress.fileno())
-                    del active[worker]
-                    bar.advance(note=f"success {sum(r['end'] == 'success' for r in rows.values())}/{len(rows)}")
+    clock: dict = {}
+    with VecChessEnv(min(cfg.envs, len(todo)), env_cfg) as vec, open(out / "progress.jsonl", "a") as progress:
+        driver = _EvalDriver(policy, out, cfg, env_cfg, rows, progress, bar, timing)
+        drive(vec, cfg.seed, todo, driver, options, clock)
         timing.extra["restarts"] = vec.restarts
+    timing.policy_s += clock["decide"]
+    timing.simulate_s += clock["reset"] + clock["env"]
     bar.close()
 
 
-def _start(index: int, observation: dict, info: dict, out: Path, cfg: EvalConfig, env_cfg: EnvConfig) -> _Episode:
-    video = None
-    if index < cfg.videos:
-        from chess_sim.video import EpisodeVideo
+class _EvalDriver:
+    """Evaluation episodes for `scheduler.drive`: batched deterministic (or ReinFlow-noisy) decisions, videos,
+    one row per finished episode appended to `progress.jsonl`."""
 
-        video = EpisodeVideo(out / "videos" / f"episode_{index:04d}.mp4", info["instruction"],
-                             fps=env_cfg.physics.control_hz)
-        if "pixels" in observation:  # the expert's simulators do not render at reset
-            video.add(observation["pixels"], 0)
-    generator = torch.Generator().manual_seed(info["torch_seed"])
-    return _Episode(index, observation, info, generator, info.get("expert_solvable"), video)
+    def __init__(self, policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, rows: dict, progress, bar,
+                 timing: Timing):
+        self.policy, self.out, self.cfg, self.env_cfg = policy, out, cfg, env_cfg
+        self.rows, self.progress, self.bar, self.timing = rows, progress, bar, timing
+
+    def start(self, index: int, observation: dict, info: dict) -> _Episode:
+        video = None
+        if index < self.cfg.videos:
+            from chess_sim.video import EpisodeVideo
+
+            video = EpisodeVideo(self.out / "videos" / f"episode_{index:04d}.mp4", info["instruction"],
+                                 fps=self.env_cfg.physics.control_hz)
+            if "pixels" in observation:  # the expert's simulators do not render at reset
+                video.add(observation["pixels"], 0)
+        generator = torch.Generator().manual_seed(info["torch_seed"])
+        return _Episode(index, observation, info, generator, info.get("expert_solvable"), video)
+
+    def decide(self, episodes: dict[int, _Episode]) -> dict[int, np.ndarray] | None:
+        return None if self.policy == EXPERT else _decide(self.policy, episodes, self.cfg)
+
+    def filmed(self, episode: _Episode) -> bool:
+        return episode.video is not None
+
+    def forget(self, episode: _Episode) -> None:
+        if episode.video is not None:
+            episode.video.discard()
+
+    def step(self, episode: _Episode, result) -> bool:
+        info = result.info
+        self.timing.physics_s += info.get("physics_s", 0.0)
+        self.timing.render_s += info.get("render_s", 0.0)
+        episode.total += result.reward
+        episode.decisions += 1
+        episode.observation, episode.info = result.observation, info
+        if episode.video is not None:
+            for offset, frames in enumerate(info.pop("frames")):
+                episode.video.add(frames, info["steps"] - info["executed"] + offset + 1)
+        if not (result.terminated or result.truncated):
+            return False
+        row = _finish(episode, info, self.env_cfg.physics.control_hz)
+        self.rows[row["index"]] = row
+        self.progress.write(json.dumps(row) + "\n")
+        self.progress.flush()
+        os.fsync(self.progress.fileno())
+        done = self.rows.values()
+        self.bar.advance(note=f"success {sum(r['end'] == 'success' for r in done)}/{len(done)}")
+        return True
 
 
 def _finish(episode: _Episode, info: dict, control_hz: int) -> dict:
