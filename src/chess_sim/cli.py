@@ -6,6 +6,7 @@ Bad input ends with one line on stderr and exit code 2; output paths are checked
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -14,7 +15,8 @@ from pathlib import Path
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from chess_sim import atomic  # noqa: E402
-from chess_sim.config import PROFILES, TEST_SEED, TRAIN_SEED, EvalConfig, RecordConfig, TrainConfig, profile  # noqa: E402
+from chess_sim.config import (PROFILES, RL_PROFILES, TEST_SEED, TRAIN_SEED, EvalConfig, RecordConfig, RLConfig,  # noqa: E402
+                              TrainConfig, profile)  # noqa: E402
 
 
 class UsageError(Exception):
@@ -123,7 +125,49 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"),
                             help="paired comparison of two evaluation folders instead")
     evaluation.add_argument("--json", type=Path, help="write the summary as JSON here")
+
+    rl = verbs.add_parser("rl", help="RL fine-tuning: PPO over action chunks with ReinFlow noise")
+    rl_check = verbs.add_parser("rl-check", help="the likelihood and determinism self-check on a short rollout")
+    for command in (rl, rl_check):
+        command.add_argument("--policy", type=Path, required=True, help="policy directory to fine-tune")
+        command.add_argument("--out", type=Path, required=True)
+        command.add_argument("--profile", choices=sorted(RL_PROFILES),
+                             help="RL profile (default: compact for the compact policy, else smolvla); "
+                                  "explicit flags win over it")
+        command.add_argument("--env-profile", choices=sorted(PROFILES), default="baseline")
+        command.add_argument("--json", type=Path, help="write the summary as JSON here")
+        for field in dataclasses.fields(RLConfig):
+            flag = "--" + field.name.replace("_", "-")
+            if field.type == "bool":
+                command.add_argument(flag, action="store_true", default=None, help=_field_help(RLConfig, field.name))
+            else:
+                kind = {"int": _non_negative, "float": _non_negative_float, "str": str}[field.type]
+                command.add_argument(flag, type=_seed if field.name.endswith("seed") else kind, default=None,
+                                     help=_field_help(RLConfig, field.name))
+    rl.add_argument("--resume", action="store_true", help="continue the run in --out from last/")
     return parser
+
+
+def _field_help(cls, name: str) -> str:
+    """A config field's docstring, for --help."""
+    import ast
+    import inspect
+
+    body = ast.parse(inspect.getsource(cls)).body[0].body
+    for node, following in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and node.target.id == name and isinstance(following, ast.Expr):
+            return following.value.value.replace("%", "%%")
+    return ""
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
 
 
 def _noise(text: str) -> tuple[float, float]:
@@ -254,7 +298,67 @@ def cmd_eval(args: argparse.Namespace) -> dict:
     return summary
 
 
-COMMANDS = {"scene": cmd_scene, "expert": cmd_expert, "record": cmd_record, "train": cmd_train, "eval": cmd_eval}
+def _rl_config(args: argparse.Namespace) -> RLConfig:
+    """The named profile (by default the policy's), overridden by every flag given explicitly."""
+    name = args.profile
+    if name is None:
+        config = args.policy / "config.json"
+        try:
+            kind = json.loads(config.read_text()).get("kind") if config.is_file() else None
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+            kind = None
+        name = "compact" if kind == "compact" else "smolvla"
+    overrides = {field.name: getattr(args, field.name) for field in dataclasses.fields(RLConfig)
+                 if getattr(args, field.name) is not None}
+    cfg = dataclasses.replace(RL_PROFILES[name], **overrides)
+    if cfg.ratio not in ("element", "step", "chunk"):
+        raise UsageError(f"--ratio must be element, step or chunk, got {cfg.ratio!r}")
+    for name in ("iterations", "episodes", "envs", "val_episodes", "val_every", "save_every", "epochs", "minibatch"):
+        if getattr(cfg, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
+    if not (cfg.sigma_start > 0 and cfg.sigma_end > 0):
+        raise UsageError("--sigma-start and --sigma-end must be positive")
+    return cfg
+
+
+def cmd_rl(args: argparse.Namespace) -> dict:
+    from chess_sim.rl.train import RLError, run
+
+    _check_output_dir(args.out)
+    cfg = _rl_config(args)
+    try:
+        return run(args.policy, args.out, cfg, profile(args.env_profile), resume=args.resume)
+    except RLError as error:
+        raise UsageError(str(error)) from None
+
+
+def cmd_rl_check(args: argparse.Namespace) -> dict:
+    from chess_sim.rl.check import self_check, write_report
+    from chess_sim.rl.train import RLError, build, collect
+    from chess_sim.sim.vec_env import VecChessEnv
+
+    _check_output_dir(args.out)
+    cfg = _rl_config(args)
+    try:
+        model, _ = build(args.policy, cfg)
+    except RLError as error:
+        raise UsageError(str(error)) from None
+    import torch
+
+    generator = torch.Generator().manual_seed(cfg.seed)
+    env_cfg = dataclasses.replace(profile(args.env_profile), early_stop=True)
+    with VecChessEnv(min(cfg.envs, cfg.episodes), env_cfg) as vec:
+        storage, _, _ = collect(model, vec, cfg, 0, generator)
+    result = self_check(model, storage, cfg.lr, cfg.clip)
+    write_report(result, args.out)
+    print((args.out / "check.md").read_text().strip())
+    if not result["passed"]:
+        raise UsageError(f"self-check failed; see {args.out / 'check.md'}")
+    return result
+
+
+COMMANDS = {"scene": cmd_scene, "expert": cmd_expert, "record": cmd_record, "train": cmd_train, "eval": cmd_eval,
+            "rl": cmd_rl, "rl-check": cmd_rl_check}
 
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")

@@ -259,6 +259,73 @@ class EvalConfig:
     """Also run the scripted expert on a copy of each scene's start, to mark scenes it cannot solve."""
 
 
+@dataclass(frozen=True)
+class RLConfig:
+    """RL fine-tuning (`chess-sim rl`): PPO over 50-step chunks with ReinFlow noise. The defaults suit SmolVLA
+    on a GPU; `RL_PROFILES["compact"]` suits the compact policy on two CPU cores."""
+
+    iterations: int = 100
+    """PPO iterations (each: a rollout of `episodes` episodes, then the update)."""
+    episodes: int = 100
+    """Training episodes per iteration."""
+    envs: int = 10
+    """Parallel simulators (worker processes)."""
+    train_seed: int = TRAIN_SEED
+    """Training scenes (train_seed, i); i continues across iterations, so no scene repeats."""
+    val_seed: int = VALIDATION_SEED
+    """Validation scenes (val_seed, 0..val_episodes-1), the same at every validation."""
+    val_episodes: int = 60
+    """Validation episodes (noise-free policy, no early stop)."""
+    val_every: int = 5
+    """Iterations between validations (also before the first update and after the last)."""
+    save_every: int = 5
+    """Iterations between `iter_XXXX` checkpoints (`last` is written every iteration)."""
+    sigma_start: float = 0.2
+    """Noise size of the first denoising step (normalised action units)."""
+    sigma_end: float = 0.002
+    """Noise size of the last denoising step."""
+    learn_sigma: bool = False
+    """Learn `log_sigma` (per step and joint) with its own learning rate."""
+    gamma: float = 0.99
+    """Discount per decision (one 50-step chunk)."""
+    lam: float = 0.95
+    """GAE lambda."""
+    epochs: int = 2
+    """PPO epochs per iteration."""
+    minibatch: int = 16
+    """Decisions per gradient step."""
+    clip: float = 0.2
+    """Ratio clip."""
+    ratio: str = "element"
+    """Clipped-ratio granularity: element (default) | step | chunk."""
+    vf_coef: float = 0.5
+    """Value-loss weight."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip."""
+    target_kl: float = 0.02
+    """Stop the epochs when the last epoch's mean per-element approximate KL exceeds this."""
+    lr: float = 3e-7
+    """Policy learning rate (SmolVLA scale)."""
+    critic_lr: float = 3e-4
+    """Critic learning rate."""
+    sigma_lr: float = 3e-3
+    """Learning rate of `log_sigma` (with `learn_sigma`)."""
+    critic_warmup: int = 1
+    """First iterations that train only the critic (policy and noise untouched)."""
+    torch_threads: int = 2
+    """CPU threads of the learner process (the simulators need the rest)."""
+    seed: int = 0
+    """Seeds the training noise, minibatch order and critic initialisation."""
+
+
+RL_PROFILES: dict[str, RLConfig] = {
+    "smolvla": RLConfig(),
+    "compact": RLConfig(episodes=16, envs=2, val_episodes=30, val_every=5, minibatch=32, epochs=4, lr=1e-5,
+                        critic_warmup=2, torch_threads=1),
+}
+"""Named RL profiles; `--profile compact` (the compact policy's default) sizes the run for two CPU cores."""
+
+
 PROFILES: dict[str, EnvConfig] = {
     "baseline": EnvConfig(),
     "randomized": EnvConfig(scene=SceneConfig(randomize_visuals=True, offset_mm=3.0, yaw_deg=25.0)),

@@ -67,12 +67,14 @@ class Timing:
     extra: dict = field(default_factory=dict)
 
 
-def evaluate(policy_dir: Path | str, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: bool = False,
-             backend_options: dict | None = None) -> tuple[dict, list[dict], Timing]:
-    """Run (or finish) an evaluation into `out`; returns (summary, rows in index order, timing)."""
+def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: bool = False,
+             label: str | None = None) -> tuple[dict, list[dict], Timing]:
+    """Run (or finish) an evaluation of `policy` (a policy directory, "expert", or a FlowPolicy object named by
+    `label`) into `out`; returns (summary, rows in index order, timing)."""
     out = Path(out)
-    policy = _open_policy(policy_dir)
-    arguments = {"policy": str(policy_dir), "eval": asdict(cfg), "env": asdict(env_cfg)}
+    is_object = not isinstance(policy, (str, Path))
+    arguments = {"policy": label if is_object else str(policy), "eval": asdict(cfg), "env": asdict(env_cfg)}
+    policy = policy if is_object else _open_policy(policy)
     rows = _prepare_out(out, arguments, resume)
     torch_threads = torch.get_num_threads()
     todo = [i for i in range(cfg.episodes) if i not in rows]

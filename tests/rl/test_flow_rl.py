@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from chess_sim.config import CompactConfig
+from chess_sim.config import CompactConfig, RLConfig
 from chess_sim.policy.base import Normalizer, sample_chunk
 from chess_sim.policy.compact import CompactPolicy
 from chess_sim.rl.flow_rl import FlowRL
-from chess_sim.rl.ppo import PPOConfig, ppo_update
+from chess_sim.rl.ppo import ppo_update
 from chess_sim.rl.storage import Decision, Storage, split_prefix
 
 SMALL = CompactConfig(width=32, layers=1, heads=2, image_size=32, steps=4)
@@ -51,7 +51,7 @@ def test_noise_free_chain_is_the_policy_sampler(model):
 
 
 def test_sigma_schedule_runs_from_start_to_end(model):
-    sigmas = model.sigmas()
+    sigmas = model.sigmas().detach()
     assert sigmas.shape == (SMALL.steps, 6)
     assert float(sigmas[0, 0]) == pytest.approx(0.2) and float(sigmas[-1, 0]) == pytest.approx(0.002)
 
@@ -75,7 +75,7 @@ def test_critic_warmup_leaves_policy_and_noise_untouched(model):
     sigma_before = model.log_sigma.detach().clone()
     critic_before = [p.detach().clone() for p in model.critic.parameters()]
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    stats = ppo_update(model, storage, optimizer, PPOConfig(epochs=1, minibatch=2), torch.Generator().manual_seed(0),
+    stats = ppo_update(model, storage, optimizer, RLConfig(epochs=1, minibatch=2), torch.Generator().manual_seed(0),
                        critic_only=True)
     assert all(torch.equal(policy_before[k], v) for k, v in model.policy.state_dict().items())
     assert torch.equal(model.log_sigma.detach(), sigma_before)
@@ -86,7 +86,7 @@ def test_critic_warmup_leaves_policy_and_noise_untouched(model):
 def test_an_update_moves_the_policy_and_reports_its_statistics(model):
     storage = _storage(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    stats = ppo_update(model, storage, optimizer, PPOConfig(epochs=2, minibatch=2, target_kl=0.0),
+    stats = ppo_update(model, storage, optimizer, RLConfig(epochs=2, minibatch=2, target_kl=0.0),
                        torch.Generator().manual_seed(0))
     for key in ("pg_loss", "v_loss", "approx_kl", "clipfrac", "grad_norm", "explained_variance"):
         assert key in stats

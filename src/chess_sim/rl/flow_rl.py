@@ -78,6 +78,12 @@ class FlowRL(nn.Module):
         scaled by `sigmas()`; `noise=None` runs the plain ODE (log-probs then describe a zero-noise chain and
         are not meaningful)."""
         stored = cast_prefix(self.policy.encode(batch), self.prefix_dtype)
+        return self.sample_from_prefix(stored, batch["observation.state"], x0, noise)
+
+    @torch.no_grad()
+    def sample_from_prefix(self, stored: Any, state: torch.Tensor, x0: torch.Tensor,
+                           noise: torch.Tensor | None) -> Sample:
+        """`sample` from a prefix in its stored form and the state (B, A)."""
         prefix = cast_prefix(stored, torch.float32)
         steps = self.policy.steps
         times, dt = time_grid(steps, x0.device), -1.0 / steps
@@ -89,8 +95,7 @@ class FlowRL(nn.Module):
             nxt = mean if noise is None else mean + sigmas[k] * noise[:, k]
             log_probs.append(gaussian_log_prob(nxt, mean, sigmas[k])[..., :self.policy.action_dim])
             chain.append(nxt)
-        return Sample(torch.stack(chain, 1), torch.stack(log_probs, 1),
-                      self.value(prefix, batch["observation.state"]), stored)
+        return Sample(torch.stack(chain, 1), torch.stack(log_probs, 1), self.value(prefix, state), stored)
 
     def evaluate(self, chain: torch.Tensor, prefix: Any, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probs (B, K, T, A) of a stored chain (B, K+1, T, C) under the current policy and noise sizes,

@@ -15,10 +15,9 @@ nothing. As tokens in language-model PPO, every element (step x timestep x joint
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
+from chess_sim.config import RLConfig
 from chess_sim.rl.flow_rl import FlowRL
 
 RATIO_MODES = ("element", "step", "chunk")
@@ -67,32 +66,13 @@ def approx_kl(log_ratios: torch.Tensor) -> torch.Tensor:
     return (log_ratios.exp() - 1.0 - log_ratios).mean()
 
 
-@dataclass(frozen=True)
-class PPOConfig:
-    """The update's hyper-parameters (defaults: SmolVLA on a GPU; profiles override)."""
-
-    epochs: int = 2
-    """Passes over the iteration's decisions."""
-    minibatch: int = 16
-    """Decisions per gradient step."""
-    clip: float = 0.2
-    """Ratio clip."""
-    ratio: str = "element"
-    """Granularity of the clipped ratio: element | step | chunk."""
-    vf_coef: float = 0.5
-    """Weight of the value loss 0.5 * (V - return)^2."""
-    max_grad_norm: float = 1.0
-    """Gradient-norm clip over all trained parameters."""
-    target_kl: float = 0.02
-    """Stop after an epoch whose mean per-element approximate KL exceeds this (0: never)."""
-
-
-def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: PPOConfig, generator: torch.Generator,
+def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: RLConfig, generator: torch.Generator,
                critic_only: bool = False) -> dict[str, float]:
-    """Epochs of minibatch updates over `storage` (see `rl/storage.py`). With `critic_only` (critic warm-up)
+    """Epochs of minibatch updates over `storage` (see `rl/storage.py`), with `cfg`'s epochs, minibatch,
+    clip, ratio, vf_coef, max_grad_norm and target_kl. With `critic_only` (critic warm-up)
     only the value loss is minimised and policy and noise stay exactly as they were."""
     advantages = storage.advantages
-    normalized = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    normalized = (advantages - advantages.mean()) / (advantages.std(correction=0) + 1e-8)
     n = len(storage)
     stats: dict[str, list[float]] = {key: [] for key in ("pg_loss", "v_loss", "approx_kl", "clipfrac", "grad_norm")}
     epochs_done, kl_stop = 0, False
@@ -118,8 +98,8 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: PP
             optimizer.step()
             element_kl = float(approx_kl(log_probs.detach() - old_log_probs))
             epoch_kl.append(element_kl)
-            stats["pg_loss"].append(float(policy_terms["pg_loss"]))
-            stats["v_loss"].append(float(v_loss))
+            stats["pg_loss"].append(float(policy_terms["pg_loss"].detach()))
+            stats["v_loss"].append(float(v_loss.detach()))
             stats["approx_kl"].append(element_kl)
             stats["clipfrac"].append(float(policy_terms["clipfrac"]))
             stats["grad_norm"].append(float(grad_norm))
@@ -128,7 +108,8 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: PP
             kl_stop = True
             break
     values, returns = storage.values, storage.returns
-    explained = 1.0 - float((returns - values).var() / returns.var()) if returns.var() > 0 else float("nan")
+    spread = returns.var(correction=0)
+    explained = 1.0 - float((returns - values).var(correction=0) / spread) if spread > 0 else float("nan")
     out = {key: sum(v) / len(v) for key, v in stats.items() if v}
     out.update(epochs_done=epochs_done, kl_stop=kl_stop, explained_variance=explained)
     return out

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from chess_sim.config import EnvConfig
+from chess_sim.config import EnvConfig, RewardConfig
 
 
 class StepResult(NamedTuple):
@@ -28,11 +28,11 @@ class StepResult(NamedTuple):
     info: dict
 
 
-def _serve(connection, cfg: EnvConfig) -> None:
+def _serve(connection, cfg: EnvConfig, reward: RewardConfig | None) -> None:
     os.environ.setdefault("MUJOCO_GL", "egl")
     from chess_sim.sim.env import ChessEnv
 
-    env = ChessEnv(cfg)
+    env = ChessEnv(cfg, reward)
     try:
         while True:
             command, payload = connection.recv()
@@ -56,13 +56,15 @@ def _serve(connection, cfg: EnvConfig) -> None:
 
 
 class VecChessEnv:
-    """`n` simulators in spawned worker processes; episodes of `seconds` (None: the config's length)."""
+    """`n` simulators in spawned worker processes; episodes of `seconds` (None: the config's length), rewards
+    from `reward` (None: the default terms)."""
 
-    def __init__(self, n: int, cfg: EnvConfig, seconds: float | None = None):
+    def __init__(self, n: int, cfg: EnvConfig, seconds: float | None = None, reward: RewardConfig | None = None):
         if n < 1:
             raise ValueError(f"VecChessEnv needs at least one worker, got {n}")
         self.cfg = cfg if seconds is None else replace(cfg, episode_seconds=seconds)
         self.n = n
+        self.reward = reward
         self.restarts = 0
         self._context = mp.get_context("spawn")
         self._workers: list = [None] * n
@@ -73,7 +75,7 @@ class VecChessEnv:
 
     def _start(self, worker: int) -> None:
         parent, child = self._context.Pipe()
-        process = self._context.Process(target=_serve, args=(child, self.cfg), daemon=True)
+        process = self._context.Process(target=_serve, args=(child, self.cfg, self.reward), daemon=True)
         process.start()
         child.close()
         self._workers[worker] = (process, parent)

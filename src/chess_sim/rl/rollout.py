@@ -1,0 +1,93 @@
+"""Training rollouts: episodes on training scenes with the noisy (ReinFlow) policy, stored for PPO.
+
+Each round, the running episodes' observations form one batch: encode once, sample the noisy chain, store per
+decision the chain, its log-probs, the value, the state and the prefix (split per sample). A finished episode
+goes to `Storage` with its bootstrap value: 0 after a terminal end, the critic's value of the final
+observation after the time limit (see `rl/ppo.py`). The noise comes from the run's generator, in worker order,
+so a rollout is reproducible for a given number of simulators.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from chess_sim.policy.base import observation_batch
+from chess_sim.rl.flow_rl import FlowRL, cast_prefix
+from chess_sim.rl.storage import Decision, Storage, split_prefix
+
+
+@dataclass
+class _Episode:
+    index: int
+    observation: dict
+    info: dict
+    decisions: list[Decision] = field(default_factory=list)
+    total: float = 0.0
+
+
+class RolloutDriver:
+    """`scheduler.Driver` for training rollouts (see the module docstring)."""
+
+    def __init__(self, model: FlowRL, generator: torch.Generator, storage: Storage, on_done=None):
+        self.model, self.generator, self.storage = model, generator, storage
+        self.rows: list[dict] = []
+        self.parts = {"prep": 0.0, "sample": 0.0}
+        self.on_done = on_done
+
+    def start(self, index: int, observation: dict, info: dict) -> _Episode:
+        return _Episode(index, observation, info)
+
+    def filmed(self, episode: _Episode) -> bool:
+        return False
+
+    def forget(self, episode: _Episode) -> None:
+        episode.decisions.clear()
+
+    @torch.no_grad()
+    def decide(self, episodes: dict[int, _Episode]) -> dict[int, np.ndarray]:
+        began = time.perf_counter()
+        workers = sorted(episodes)
+        running = [episodes[w] for w in workers]
+        batch = observation_batch([e.observation for e in running], [e.info["instruction"] for e in running])
+        policy = self.model.policy
+        size = len(workers)
+        x0 = torch.randn(size, policy.chunk, policy.chain_dim, generator=self.generator)
+        noise = torch.randn(size, policy.steps, policy.chunk, policy.chain_dim, generator=self.generator)
+        prepared = time.perf_counter()
+        sample = self.model.sample(batch, x0, noise)
+        chunks = self.model.actions(sample.chain).numpy()
+        self.parts["prep"] += prepared - began
+        self.parts["sample"] += time.perf_counter() - prepared
+        prefixes = split_prefix(sample.prefix, size)
+        for i, episode in enumerate(running):
+            episode.decisions.append(Decision(sample.chain[i].clone(), sample.log_probs[i].clone(),
+                                              float(sample.value[i]), batch["observation.state"][i].clone(),
+                                              prefixes[i]))
+        return {worker: chunks[i] for i, worker in enumerate(workers)}
+
+    def step(self, episode: _Episode, result) -> bool:
+        from chess_sim.sim.env import episode_summary_row
+
+        episode.decisions[-1].reward = float(result.reward)
+        episode.total += result.reward
+        episode.observation, episode.info = result.observation, result.info
+        if not (result.terminated or result.truncated):
+            return False
+        bootstrap = self._final_value(episode) if result.truncated else 0.0
+        self.storage.add_episode(episode.decisions, bootstrap)
+        row = episode_summary_row(result.info)
+        row.update({"return": episode.total, "decisions": len(episode.decisions)})
+        self.rows.append(row)
+        if self.on_done is not None:
+            self.on_done(row)
+        return True
+
+    @torch.no_grad()
+    def _final_value(self, episode: _Episode) -> float:
+        batch = observation_batch([episode.observation], [episode.info["instruction"]])
+        prefix = cast_prefix(cast_prefix(self.model.policy.encode(batch), self.model.prefix_dtype), torch.float32)
+        return float(self.model.value(prefix, batch["observation.state"])[0])

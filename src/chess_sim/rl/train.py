@@ -1,0 +1,207 @@
+"""The RL fine-tuning loop (`chess-sim rl`): rollout -> GAE -> PPO update -> validate -> checkpoint -> log.
+
+Iteration 0 is the validation of the starting policy; iterations 1..N each collect `episodes` training
+episodes (scenes `(train_seed, i)`, i continuing across iterations) and update. Files in `out`:
+- `args.json`: the RL config, reward terms and environment profile of the run;
+- `log.jsonl`: one line per iteration (also printed), see `ITERATION_KEYS`;
+- `check.json`, `check.md`: the self-check, run on the first rollout before the first update;
+- `iter_XXXX/` every `save_every` iterations, `last/` every iteration, `best/` (best validation success, a later
+  iteration wins ties): each a policy directory (`chess-sim eval --policy` loads it) plus `rl_state.pt`
+  (critic, noise, optimizer, RNG, next training scene), written atomically;
+- `val/iter_XXXX/`: each validation as an evaluation directory (`summary.json`, `episodes.csv`).
+`resume` continues from `last/`: the log keeps exactly the iterations `last` had finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import torch
+
+from chess_sim import atomic
+from chess_sim.config import EnvConfig, EvalConfig, RewardConfig, RLConfig
+from chess_sim.rl.check import self_check, write_report
+from chess_sim.rl.flow_rl import FlowRL
+from chess_sim.rl.ppo import ppo_update
+from chess_sim.rl.storage import Storage
+from chess_sim.summary import summarize
+
+SUMMARY_KEYS = ("episodes", "success", "return", "clean_lift", "disturbed", "toppled", "success_pawn",
+                "success_knight", "close_mm_median")
+"""The summary keys logged with `train_` / `val_` prefixes (DESIGN.md)."""
+ITERATION_KEYS = ("iteration", "decisions", "rollout_s", "rollout_parts", "update_s", "sigma_mean", "approx_kl",
+                  "clipfrac", "pg_loss", "v_loss", "grad_norm", "explained_variance", "epochs_done", "kl_stop",
+                  "restarts", "elapsed_s")
+
+
+class RLError(Exception):
+    """Bad input or a failed self-check (one-line message for the CLI)."""
+
+
+def build(policy_dir: Path, cfg: RLConfig) -> tuple[FlowRL, torch.optim.Optimizer]:
+    """FlowRL around the policy in `policy_dir` and its optimizer (policy / critic / noise groups)."""
+    from chess_sim.policy.loading import load_policy
+
+    try:
+        policy = load_policy(policy_dir)
+    except ValueError as error:
+        raise RLError(str(error)) from None
+    torch.manual_seed(cfg.seed)
+    prefix_dtype = torch.float32 if policy.chain_dim == policy.action_dim else torch.bfloat16
+    model = FlowRL(policy, cfg.sigma_start, cfg.sigma_end, cfg.learn_sigma, prefix_dtype=prefix_dtype).eval()
+    groups = [{"params": [p for p in policy.parameters() if p.requires_grad], "lr": cfg.lr},
+              {"params": list(model.critic.parameters()), "lr": cfg.critic_lr}]
+    if cfg.learn_sigma:
+        groups.append({"params": [model.log_sigma], "lr": cfg.sigma_lr})
+    return model, torch.optim.AdamW(groups, weight_decay=0.0)
+
+
+def collect(model: FlowRL, vec, cfg: RLConfig, first_index: int, generator: torch.Generator, bar=None):
+    """One iteration's rollout: (storage, episode rows, time parts)."""
+    from chess_sim.rl.rollout import RolloutDriver
+    from chess_sim.scheduler import drive
+
+    storage = Storage()
+    clock: dict = {}
+    on_done = (lambda row: bar.advance()) if bar is not None else None
+    driver = RolloutDriver(model, generator, storage, on_done)
+    drive(vec, cfg.train_seed, list(range(first_index, first_index + cfg.episodes)), driver, clock=clock)
+    storage.finish(cfg.gamma, cfg.lam)
+    parts = {"prep": driver.parts["prep"], "sample": driver.parts["sample"], "env": clock["env"],
+             "reset": clock["reset"], "rounds": clock["rounds"]}
+    return storage, driver.rows, parts
+
+
+def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: RewardConfig | None = None,
+        resume: bool = False) -> dict:
+    """A whole run (or the rest of one); returns the final log line plus `best_val_success`."""
+    from chess_sim.progress import Progress
+    from chess_sim.sim.vec_env import VecChessEnv
+
+    reward = reward or RewardConfig()
+    out = Path(out)
+    torch.set_num_threads(cfg.torch_threads)
+    args = {"policy": str(policy_dir), "rl": asdict(cfg), "reward": asdict(reward), "env": asdict(env_cfg)}
+    if resume:
+        atomic.recover_dir(out / "last")
+        if not (out / "last" / "rl_state.pt").is_file():
+            raise RLError(f"{out} has no run to resume (no last/rl_state.pt)")
+        saved = json.loads((out / "args.json").read_text())
+        if {**saved["rl"], "iterations": cfg.iterations} != json.loads(json.dumps(asdict(cfg))):
+            raise RLError(f"{out} holds a run with other settings; resume it with the same arguments "
+                          f"(only --iterations may change)")
+        policy_dir = out / "last"
+    elif out.exists() and any(out.iterdir()):
+        raise RLError(f"{out} exists and is not empty; choose a new --out or add --resume")
+    model, optimizer = build(policy_dir, cfg)
+    generator = torch.Generator().manual_seed(cfg.seed)
+    state = {"iteration": 0, "next_index": 0, "best": -1.0, "elapsed_s": 0.0}
+    if resume:
+        state = _restore(out / "last", model, optimizer, generator)
+        _trim_log(out / "log.jsonl", state["iteration"])
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(out / "args.json", json.dumps(args, indent=2) + "\n")
+    train_env = replace(env_cfg, early_stop=True)
+    started = time.perf_counter() - state["elapsed_s"]
+    line: dict = {}
+    if state["iteration"] == 0 and not (out / "log.jsonl").is_file():
+        line = {"iteration": 0, **_validate(model, out, 0, cfg, env_cfg), "elapsed_s": time.perf_counter() - started}
+        state["best"] = line["val_success"]
+        _log(out, line)
+        _checkpoint(out, "best", model, optimizer, generator, state)
+    with VecChessEnv(cfg.envs, train_env, reward=reward) as vec:
+        try:
+            while state["iteration"] < cfg.iterations:
+                iteration = state["iteration"] + 1
+                bar = Progress(cfg.episodes, f"iteration {iteration} rollout")
+                began = time.perf_counter()
+                storage, rows, parts = collect(model, vec, cfg, state["next_index"], generator, bar)
+                rollout_s = time.perf_counter() - began
+                bar.close()
+                if iteration == 1 and not (out / "check.json").is_file():
+                    result = self_check(model, storage, cfg.lr, cfg.clip)
+                    write_report(result, out)
+                    if not result["passed"]:
+                        raise RLError(f"self-check failed (see {out / 'check.md'}): {json.dumps(result)}")
+                began = time.perf_counter()
+                stats = ppo_update(model, storage, optimizer, cfg, generator,
+                                   critic_only=iteration <= cfg.critic_warmup)
+                state.update(iteration=iteration, next_index=state["next_index"] + cfg.episodes)
+                line = {"iteration": iteration, "decisions": len(storage), "rollout_s": rollout_s,
+                        "rollout_parts": parts, "update_s": time.perf_counter() - began,
+                        "sigma_mean": float(model.sigmas().detach().mean()), **stats,
+                        **_prefixed("train", summarize(rows)), "restarts": vec.restarts}
+                if iteration % cfg.val_every == 0 or iteration == cfg.iterations:
+                    line.update(_validate(model, out, iteration, cfg, env_cfg))
+                    if line["val_success"] >= state["best"]:
+                        state["best"] = line["val_success"]
+                        _checkpoint(out, "best", model, optimizer, generator, state)
+                line["elapsed_s"] = state["elapsed_s"] = time.perf_counter() - started
+                if iteration % cfg.save_every == 0:
+                    _checkpoint(out, f"iter_{iteration:04d}", model, optimizer, generator, state)
+                _checkpoint(out, "last", model, optimizer, generator, state)
+                _log(out, line)
+        except KeyboardInterrupt:
+            _checkpoint(out, "last", model, optimizer, generator, state)  # the finished iterations survive
+            raise
+    return {**line, "best_val_success": state["best"], "out": str(out)}
+
+
+def _prefixed(prefix: str, summary: dict) -> dict:
+    return {f"{prefix}_{key}": summary.get(key) for key in SUMMARY_KEYS}
+
+
+def _validate(model: FlowRL, out: Path, iteration: int, cfg: RLConfig, env_cfg: EnvConfig) -> dict:
+    from chess_sim.eval import evaluate
+
+    began = time.perf_counter()
+    eval_cfg = EvalConfig(episodes=cfg.val_episodes, seed=cfg.val_seed, envs=cfg.envs)
+    summary, _, _ = evaluate(model.policy, out / "val" / f"iter_{iteration:04d}", eval_cfg, env_cfg, resume=True,
+                             label=f"{out.name} iteration {iteration}")
+    torch.set_num_threads(cfg.torch_threads)
+    return {**_prefixed("val", summary), "val_success_ci": summary["success_ci"],
+            "val_seconds": time.perf_counter() - began}
+
+
+def _checkpoint(out: Path, name: str, model: FlowRL, optimizer, generator: torch.Generator, state: dict) -> None:
+    def write(directory: Path) -> None:
+        model.policy.save(directory)
+        torch.save({"critic": model.critic.state_dict(), "log_sigma": model.log_sigma.detach().clone(),
+                    "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
+                    "torch_rng": torch.get_rng_state(), **state}, directory / "rl_state.pt")
+
+    atomic.write_dir(out / name, write)
+
+
+def _restore(directory: Path, model: FlowRL, optimizer, generator: torch.Generator) -> dict:
+    saved = torch.load(directory / "rl_state.pt", weights_only=False)
+    model.critic.load_state_dict(saved["critic"])
+    with torch.no_grad():
+        model.log_sigma.copy_(saved["log_sigma"])
+    optimizer.load_state_dict(saved["optimizer"])
+    generator.set_state(saved["generator"])
+    torch.set_rng_state(saved["torch_rng"])
+    return {key: saved[key] for key in ("iteration", "next_index", "best", "elapsed_s")}
+
+
+def _trim_log(path: Path, iteration: int) -> None:
+    """Keep the log lines of the iterations `last` holds, so none appears twice after a resume."""
+    if path.is_file():
+        lines = [line for line in path.read_text().splitlines()
+                 if line.strip() and json.loads(line)["iteration"] <= iteration]
+        atomic.write_text(path, "".join(line + "\n" for line in lines))
+
+
+def _log(out: Path, line: dict) -> None:
+    text = json.dumps(line)
+    print(text, flush=True)
+    with open(out / "log.jsonl", "a") as log:
+        log.write(text + "\n")
+        log.flush()
+        os.fsync(log.fileno())
+

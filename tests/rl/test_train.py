@@ -1,0 +1,142 @@
+"""The RL loop: best/last checkpoints and ties, resume without lost or repeated iterations, a killed worker,
+the CLI smoke runs, and ratio 1 for the tiny SmolVLA."""
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+import chess_sim.rl.train as rl_train
+from chess_sim.cli import main
+from chess_sim.config import CameraConfig, CompactConfig, RLConfig, profile
+from chess_sim.policy.base import Normalizer
+from chess_sim.policy.compact import CompactPolicy
+from chess_sim.rl.flow_rl import FlowRL
+from chess_sim.rl.train import RLError, run
+
+ENV = replace(profile("baseline"), episode_seconds=2.0, camera=CameraConfig(64, 64))
+CFG = RLConfig(iterations=3, episodes=2, envs=2, val_episodes=2, val_every=1, save_every=2, minibatch=4, epochs=1,
+               lr=1e-4, critic_warmup=1, torch_threads=1)
+
+
+@pytest.fixture(scope="module")
+def policy_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("policy")
+    torch.manual_seed(0)
+    normalizer = Normalizer.identity()
+    normalizer.action_std = torch.full((6,), 20.0)
+    CompactPolicy(CompactConfig(width=32, layers=1, heads=2, image_size=32, steps=3), normalizer).save(directory)
+    return directory
+
+
+def lines(out):
+    return [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def full_run(policy_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("rl") / "run"
+    run(policy_dir, out, CFG, ENV)
+    return out
+
+
+def test_a_run_logs_every_iteration_and_writes_its_checkpoints(full_run):
+    log = lines(full_run)
+    assert [line["iteration"] for line in log] == [0, 1, 2, 3]
+    for key in rl_train.ITERATION_KEYS + ("train_success", "val_success", "val_seconds"):
+        assert key in log[1]
+    assert set(log[1]["rollout_parts"]) == {"prep", "sample", "env", "reset", "rounds"}
+    for name in ("last", "best", "iter_0002"):
+        assert (full_run / name / "model.safetensors").is_file() and (full_run / name / "rl_state.pt").is_file()
+    assert json.loads((full_run / "check.json").read_text())["passed"]
+    assert (full_run / "val" / "iter_0003" / "episodes.csv").is_file()
+    assert torch.load(full_run / "last" / "rl_state.pt", weights_only=False)["next_index"] == 3 * CFG.episodes
+
+
+def test_critic_warmup_iteration_leaves_the_policy_as_it_was(policy_dir, full_run, tmp_path, monkeypatch):
+    start = CompactPolicy.load(policy_dir).state_dict()
+    monkeypatch.setattr(rl_train, "_validate", lambda *args: {"val_success": 0.0})
+    run(policy_dir, tmp_path / "run", replace(CFG, iterations=1, learn_sigma=True), ENV)
+    warmed = CompactPolicy.load(tmp_path / "run" / "last").state_dict()
+    assert all(torch.equal(start[k], warmed[k]) for k in start)
+    state = torch.load(tmp_path / "run" / "last" / "rl_state.pt", weights_only=False)
+    assert torch.allclose(state["log_sigma"].exp()[0], torch.tensor(0.2))
+    updated = CompactPolicy.load(full_run / "last").state_dict()
+    assert any(not torch.equal(start[k], updated[k]) for k in start)  # the iterations after the warm-up moved it
+
+
+def test_resume_continues_exactly_where_an_uninterrupted_run_is(policy_dir, full_run, tmp_path):
+    out = tmp_path / "run"
+    run(policy_dir, out, replace(CFG, iterations=2), ENV)
+    with pytest.raises(RLError, match="other settings"):
+        run(policy_dir, out, replace(CFG, lr=1.0), ENV, resume=True)
+    run(policy_dir, out, CFG, ENV, resume=True)
+    resumed, uninterrupted = lines(out), lines(full_run)
+    assert [line["iteration"] for line in resumed] == [0, 1, 2, 3]
+    for key in ("decisions", "pg_loss", "v_loss", "approx_kl", "train_success", "val_success"):
+        assert resumed[3][key] == uninterrupted[3][key]
+    a, b = CompactPolicy.load(out / "last").state_dict(), CompactPolicy.load(full_run / "last").state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_best_is_the_latest_of_tied_validations(policy_dir, tmp_path, monkeypatch):
+    successes = iter([0.5, 0.0, 0.5, 0.25])
+    monkeypatch.setattr(rl_train, "_validate", lambda *args: {"val_success": next(successes)})
+    run(policy_dir, tmp_path / "run", CFG, ENV)
+    assert torch.load(tmp_path / "run" / "best" / "rl_state.pt", weights_only=False)["iteration"] == 2
+
+
+def test_a_worker_killed_mid_rollout_is_survived(policy_dir, tmp_path, monkeypatch):
+    import os
+    import signal
+
+    from chess_sim.sim.vec_env import VecChessEnv
+
+    original, calls = VecChessEnv.step_many, []
+
+    def step_and_kill(self, chunks, film=frozenset()):
+        calls.append(1)
+        if len(calls) == 1:
+            os.kill(self.pid(0), signal.SIGKILL)
+        return original(self, chunks, film)
+
+    monkeypatch.setattr(VecChessEnv, "step_many", step_and_kill)
+    monkeypatch.setattr(rl_train, "_validate", lambda *args: {"val_success": 0.0})
+    run(policy_dir, tmp_path / "run", replace(CFG, iterations=1), ENV)
+    log = lines(tmp_path / "run")
+    assert log[-1]["iteration"] == 1 and log[-1]["restarts"] >= 1 and log[-1]["train_episodes"] == CFG.episodes
+
+
+def test_cli_smoke_rl_and_rl_check(policy_dir, tmp_path, capsys):
+    tiny = ["--episodes", "1", "--envs", "1", "--val-episodes", "1", "--minibatch", "2", "--torch-threads", "1"]
+    assert main(["rl-check", "--policy", str(policy_dir), "--out", str(tmp_path / "check"), *tiny]) == 0
+    assert "PASSED" in (tmp_path / "check" / "check.md").read_text()
+    assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "rl"), "--iterations", "1", *tiny,
+                 "--json", str(tmp_path / "rl.json")]) == 0
+    assert json.loads((tmp_path / "rl.json").read_text())["iteration"] == 1
+    capsys.readouterr()
+    assert main(["rl", "--policy", str(tmp_path / "none"), "--out", str(tmp_path / "x")]) == 2
+    assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "y"), "--ratio", "token"]) == 2
+    assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "rl"), *tiny]) == 2  # not empty
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 3 and all(line.startswith("chess-sim: error:") for line in errors)
+
+
+def test_tiny_smolvla_ratio_is_one_before_an_update(tmp_path):
+    from chess_sim.policy.smolvla_build import build_tiny_smolvla
+
+    policy = build_tiny_smolvla(tmp_path / "tiny").eval()
+    model = FlowRL(policy, prefix_dtype=torch.bfloat16).eval()
+    generator = torch.Generator().manual_seed(0)
+    images = torch.rand(2, 3, 64, 64, generator=generator)
+    batch = {"observation.images.front": images, "observation.images.wrist": images.flip(0),
+             "observation.state": torch.randn(2, 6, generator=generator),
+             "task": ["Move the white pawn from e2 to e4.", "Move the black knight from g8 to f6."]}
+    x0 = torch.randn(2, 50, policy.chain_dim, generator=generator)
+    noise = torch.randn(2, policy.steps, 50, policy.chain_dim, generator=generator)
+    sample = model.sample(batch, x0, noise)
+    with torch.no_grad():
+        log_probs, _ = model.evaluate(sample.chain, sample.prefix, batch["observation.state"])
+    assert sample.log_probs.shape == (2, policy.steps, 50, 6)  # only the real joints count
+    assert float((log_probs - sample.log_probs).abs().max()) < 1e-3
