@@ -266,6 +266,8 @@ class RLConfig:
 
     iterations: int = 100
     """PPO iterations (each: a rollout of `episodes` episodes, then the update)."""
+    minutes: float = 0.0
+    """Wall-time budget: the iteration that ends past it is the last one (validated and saved); 0: none."""
     episodes: int = 100
     """Training episodes per iteration."""
     envs: int = 10

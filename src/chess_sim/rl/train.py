@@ -136,7 +136,8 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
                         "rollout_parts": parts, "update_s": time.perf_counter() - began,
                         "sigma_mean": float(model.sigmas().detach().mean()), **stats,
                         **_prefixed("train", summarize(rows)), "restarts": vec.restarts}
-                if iteration % cfg.val_every == 0 or iteration == cfg.iterations:
+                out_of_time = cfg.minutes > 0 and time.perf_counter() - started >= 60 * cfg.minutes
+                if iteration % cfg.val_every == 0 or iteration == cfg.iterations or out_of_time:
                     line.update(_validate(model, out, iteration, cfg, env_cfg))
                     if line["val_success"] >= state["best"]:
                         state["best"] = line["val_success"]
@@ -146,6 +147,8 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
                     _checkpoint(out, f"iter_{iteration:04d}", model, optimizer, generator, state)
                 _checkpoint(out, "last", model, optimizer, generator, state)
                 _log(out, line)
+                if out_of_time:
+                    break
         except KeyboardInterrupt:
             _checkpoint(out, "last", model, optimizer, generator, state)  # the finished iterations survive
             raise

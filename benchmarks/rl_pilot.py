@@ -1,0 +1,63 @@
+"""The RL learning pilot (issue #6): fine-tune the compact baseline with `chess-sim rl --profile compact` for a
+wall-time budget on this machine, then compare `best` with the baseline on the test scenes (paired, McNemar).
+Prints one JSON object: the validation curve (success with Wilson intervals vs iteration and wall time), the
+rise over iteration 0, the test comparison, the rollout time split and decisions/s.
+
+    .venv/bin/python benchmarks/rl_pilot.py [--policy models/baseline] [--out runs/rl_pilot] [--minutes 120]
+        [--test-episodes 200] [--resume]
+
+Targets: validation success +15 points over iteration 0 within 2 hours; `best` beats the baseline on the test
+scenes in the paired comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+from chess_sim.compare import compare  # noqa: E402
+from chess_sim.config import RL_PROFILES, EvalConfig, profile  # noqa: E402
+from chess_sim.eval import evaluate  # noqa: E402
+from chess_sim.rl.train import run  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--policy", type=Path, default=Path("models/baseline"))
+    parser.add_argument("--out", type=Path, default=Path("runs/rl_pilot"))
+    parser.add_argument("--minutes", type=float, default=120.0)
+    parser.add_argument("--test-episodes", type=int, default=200)
+    parser.add_argument("--resume", action="store_true")
+    args = parser.parse_args()
+    cfg = replace(RL_PROFILES["compact"], iterations=10_000, minutes=args.minutes)
+    env = profile("baseline")
+    run(args.policy, args.out / "rl", cfg, env, resume=args.resume)
+    log = [json.loads(line) for line in (args.out / "rl" / "log.jsonl").read_text().splitlines()]
+    curve = [{"iteration": line["iteration"], "elapsed_min": line["elapsed_s"] / 60,
+              "val_success": line["val_success"], "val_success_ci": line["val_success_ci"]}
+             for line in log if "val_success" in line]
+    test = EvalConfig(episodes=args.test_episodes, envs=cfg.envs)
+    for name, policy in (("baseline", args.policy), ("best", args.out / "rl" / "best")):
+        evaluate(policy, args.out / f"test_{name}", test, env, resume=True)
+    paired = compare(args.out / "test_baseline", args.out / "test_best")
+    updates = [line for line in log if line["iteration"] > 0]
+    rollout = sum(line["rollout_s"] for line in updates)
+    parts = {key: sum(line["rollout_parts"][key] for line in updates) for key in ("prep", "sample", "env", "reset")}
+    print(json.dumps({
+        "iterations": len(updates), "minutes": log[-1]["elapsed_s"] / 60, "curve": curve,
+        "val_rise_points": 100 * (max(c["val_success"] for c in curve) - curve[0]["val_success"]),
+        "target_rise_points": 15,
+        "test": {key: paired[key] for key in ("episodes", "success_a", "success_a_ci", "success_b", "success_b_ci",
+                                                "difference", "only_a", "only_b", "mcnemar_p")},
+        "rollout_split_s": parts, "rollout_s": rollout, "update_s": sum(line["update_s"] for line in updates),
+        "decisions_per_s": sum(line["decisions"] for line in updates) / rollout if rollout else None,
+    }))
+
+
+if __name__ == "__main__":
+    main()
