@@ -140,3 +140,10 @@ def test_tiny_smolvla_ratio_is_one_before_an_update(tmp_path):
         log_probs, _ = model.evaluate(sample.chain, sample.prefix, batch["observation.state"])
     assert sample.log_probs.shape == (2, policy.steps, 50, 6)  # only the real joints count
     assert float((log_probs - sample.log_probs).abs().max()) < 1e-3
+
+
+def test_a_time_budget_ends_the_run_with_a_validated_iteration(policy_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(rl_train, "_validate", lambda *args: {"val_success": 0.0})
+    run(policy_dir, tmp_path / "run", replace(CFG, iterations=3, val_every=5, minutes=1e-6), ENV)
+    log = lines(tmp_path / "run")
+    assert [line["iteration"] for line in log] == [0, 1] and "val_success" in log[1]
