@@ -25,7 +25,10 @@ def read_episodes(directory: Path) -> dict[tuple[int, int], dict]:
         rows = list(csv.DictReader(handle))
     if not rows or not {"seed", "index", "end", "instruction"} <= set(rows[0]):
         raise CompareError(f"{path} has no episode rows with seed, index, end and instruction columns")
-    return {(int(row["seed"]), int(row["index"])): row for row in rows}
+    try:
+        return {(int(row["seed"]), int(row["index"])): row for row in rows}
+    except (TypeError, ValueError):
+        raise CompareError(f"{path} has a row whose seed or index is not a whole number") from None
 
 
 def compare(a: Path, b: Path) -> dict:

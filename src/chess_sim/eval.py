@@ -89,10 +89,10 @@ def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: boo
     ordered = [rows[i] for i in range(cfg.episodes)]
     summary = summarize(ordered)
     if cfg.check_expert:
-        solvable = [row for row in ordered if row["expert_solvable"]]
-        summary["expert_solvable"] = len(solvable)
-        summary["success_expert_solvable"] = summarize(solvable)["success"] if solvable else None
-        summary["success_expert_solvable_ci"] = summarize(solvable)["success_ci"]
+        solvable = summarize([row for row in ordered if row["expert_solvable"]])
+        summary["expert_solvable"] = solvable["episodes"]
+        summary["success_expert_solvable"] = solvable["success"]
+        summary["success_expert_solvable_ci"] = solvable["success_ci"]
     atomic.write_text(out / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
     write_csv(out / "episodes.csv", ordered)
     return summary, ordered, timing
@@ -131,6 +131,8 @@ def _prepare_out(out: Path, arguments: dict, resume: bool) -> dict[int, dict]:
             except json.JSONDecodeError:  # a line cut short by a kill: that episode runs again
                 continue
             rows[row["index"]] = row
+        # Rewritten without the cut line, so that new rows are not appended to its remains.
+        atomic.write_text(progress, "".join(json.dumps(row) + "\n" for row in rows.values()))
     return rows
 
 

@@ -28,9 +28,10 @@ def test_each_element_is_clipped_on_its_own():
     log_ratios = torch.log(torch.tensor([[1.5, 0.5, 1.0]]))
     up = clipped_policy_loss(log_ratios, torch.tensor([1.0]), clip=0.2)
     assert float(up["pg_loss"]) == pytest.approx(-(1.2 + 0.5 + 1.0) / 3)
-    assert float(up["clipfrac"]) == pytest.approx(2 / 3)
+    assert float(up["clipfrac"]) == pytest.approx(1 / 3)  # only 1.5 is cut; 0.5 keeps its gradient
     down = clipped_policy_loss(log_ratios, torch.tensor([-1.0]), clip=0.2)
     assert float(down["pg_loss"]) == pytest.approx((1.5 + 0.8 + 1.0) / 3)
+    assert float(down["clipfrac"]) == pytest.approx(1 / 3)  # with a negative advantage only 0.5 is cut
 
 
 def test_ratio_modes_sum_the_right_dimensions():

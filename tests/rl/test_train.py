@@ -147,3 +147,32 @@ def test_a_time_budget_ends_the_run_with_a_validated_iteration(policy_dir, tmp_p
     run(policy_dir, tmp_path / "run", replace(CFG, iterations=3, val_every=5, minutes=1e-6), ENV)
     log = lines(tmp_path / "run")
     assert [line["iteration"] for line in log] == [0, 1] and "val_success" in log[1]
+
+
+def test_a_run_interrupted_mid_update_resumes_to_the_uninterrupted_result(policy_dir, full_run, tmp_path,
+                                                                         monkeypatch):
+    out = tmp_path / "run"
+    original, calls = rl_train.ppo_update, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            original(*args, **kwargs)  # weights and optimizer move, then Ctrl-C before the iteration ends
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(rl_train, "ppo_update", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run(policy_dir, out, CFG, ENV)
+    monkeypatch.setattr(rl_train, "ppo_update", original)
+    assert [line["iteration"] for line in lines(out)] == [0, 1]
+    run(policy_dir, out, CFG, ENV, resume=True)
+    assert [line["iteration"] for line in lines(out)] == [0, 1, 2, 3]
+    a, b = CompactPolicy.load(out / "last").state_dict(), CompactPolicy.load(full_run / "last").state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    resumed = torch.load(out / "last" / "rl_state.pt", weights_only=False)
+    uninterrupted = torch.load(full_run / "last" / "rl_state.pt", weights_only=False)
+    assert resumed["next_index"] == uninterrupted["next_index"]
+    assert torch.equal(resumed["log_sigma"], uninterrupted["log_sigma"])
+    for group_a, group_b in zip(resumed["optimizer"]["state"].values(), uninterrupted["optimizer"]["state"].values()):
+        assert torch.equal(group_a["exp_avg"], group_b["exp_avg"])

@@ -61,3 +61,11 @@ def test_killed_worker_is_restarted_and_its_episode_rerun(vec):
 def test_needs_a_worker():
     with pytest.raises(ValueError, match="at least one worker"):
         VecChessEnv(0, CFG)
+
+
+def test_a_refused_command_is_raised_not_restarted(vec):
+    vec.reset_many({0: (SEED, 7)})
+    before = vec.restarts
+    with pytest.raises(RuntimeError, match="ValueError: action contains NaN"):
+        vec.step_many({0: np.full((50, 6), np.nan)})
+    assert vec.restarts == before

@@ -63,9 +63,13 @@ class FlowRL(nn.Module):
         self.critic = nn.Sequential(nn.Linear(features + policy.action_dim, critic_width), nn.Tanh(),
                                     nn.Linear(critic_width, critic_width), nn.Tanh(), nn.Linear(critic_width, 1))
 
+    SIGMA_BOUNDS = (1e-4, 1.0)
+    """A learned noise size stays in this range (normalised action units): below it the step log-densities
+    grow without bound, above it the chain is mostly noise."""
+
     def sigmas(self) -> torch.Tensor:
         """(K, C) noise size of every step and chain dimension."""
-        return self.log_sigma.exp()
+        return self.log_sigma.exp().clamp(*self.SIGMA_BOUNDS)
 
     def value(self, prefix: Any, state: torch.Tensor) -> torch.Tensor:
         """(B,) value from the prefix features and the state (B, A) in SO-101 units."""

@@ -52,12 +52,14 @@ def log_ratio(new: torch.Tensor, old: torch.Tensor, mode: str) -> torch.Tensor:
 
 def clipped_policy_loss(log_ratios: torch.Tensor, advantages: torch.Tensor, clip: float) -> dict[str, torch.Tensor]:
     """PPO's clipped surrogate with each ratio clipped on its own; `advantages` (B,) broadcast over the
-    ratio's other dimensions. Also the approximate KL (mean of (r - 1) - log r) and the clip fraction."""
+    ratio's other dimensions. Also the approximate KL (mean of (r - 1) - log r) and the effective clip
+    fraction (the share of ratios where the clipped term is the smaller one, so the gradient is zero)."""
     ratio = log_ratios.exp()
     advantage = advantages.reshape(-1, *([1] * (ratio.ndim - 1)))
-    surrogate = torch.min(ratio * advantage, ratio.clamp(1.0 - clip, 1.0 + clip) * advantage)
-    with torch.no_grad():
-        clipfrac = ((ratio - 1.0).abs() > clip).float().mean()
+    unclipped, clipped = ratio * advantage, ratio.clamp(1.0 - clip, 1.0 + clip) * advantage
+    surrogate = torch.min(unclipped, clipped)
+    with torch.no_grad():  # the effective clip fraction: elements whose gradient the clip cuts off
+        clipfrac = (clipped < unclipped).float().mean()
     return {"pg_loss": -surrogate.mean(), "approx_kl": approx_kl(log_ratios.detach()), "clipfrac": clipfrac}
 
 

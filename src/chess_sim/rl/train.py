@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -33,7 +34,7 @@ from chess_sim.summary import summarize
 SUMMARY_KEYS = ("episodes", "success", "return", "clean_lift", "disturbed", "toppled", "success_pawn",
                 "success_knight", "close_mm_median")
 """The summary keys logged with `train_` / `val_` prefixes (DESIGN.md)."""
-ITERATION_KEYS = ("iteration", "decisions", "rollout_s", "rollout_parts", "update_s", "sigma_mean", "approx_kl",
+ITERATION_KEYS = ("iteration", "decisions", "rollout_s", "rollout_parts", "update_s", "sigma_mean", "kl", "approx_kl",
                   "clipfrac", "pg_loss", "v_loss", "grad_norm", "explained_variance", "epochs_done", "kl_stop",
                   "restarts", "elapsed_s")
 
@@ -90,10 +91,7 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
         atomic.recover_dir(out / "last")
         if not (out / "last" / "rl_state.pt").is_file():
             raise RLError(f"{out} has no run to resume (no last/rl_state.pt)")
-        saved = json.loads((out / "args.json").read_text())
-        if {**saved["rl"], "iterations": cfg.iterations} != json.loads(json.dumps(asdict(cfg))):
-            raise RLError(f"{out} holds a run with other settings; resume it with the same arguments "
-                          f"(only --iterations may change)")
+        _check_same_run(out, args)
         policy_dir = out / "last"
     elif out.exists() and any(out.iterdir()):
         raise RLError(f"{out} exists and is not empty; choose a new --out or add --resume")
@@ -106,53 +104,69 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
     else:
         out.mkdir(parents=True, exist_ok=True)
         atomic.write_text(out / "args.json", json.dumps(args, indent=2) + "\n")
+        _checkpoint(out, "last", model, optimizer, generator, state)  # resumable from the first second
     train_env = replace(env_cfg, early_stop=True)
     started = time.perf_counter() - state["elapsed_s"]
     line: dict = {}
-    if state["iteration"] == 0 and not (out / "log.jsonl").is_file():
+    if not (out / "log.jsonl").is_file() or not (out / "log.jsonl").read_text().strip():
         line = {"iteration": 0, **_validate(model, out, 0, cfg, env_cfg), "elapsed_s": time.perf_counter() - started}
         state["best"] = line["val_success"]
         _log(out, line)
         _checkpoint(out, "best", model, optimizer, generator, state)
+    # Ctrl-C or a kill loses at most the iteration in progress: `last` is written after every iteration, after
+    # its log line, so a resume repeats exactly that iteration (same scenes, noise and minibatch order).
     with VecChessEnv(cfg.envs, train_env, reward=reward) as vec:
-        try:
-            while state["iteration"] < cfg.iterations:
-                iteration = state["iteration"] + 1
-                bar = Progress(cfg.episodes, f"iteration {iteration} rollout")
-                began = time.perf_counter()
-                storage, rows, parts = collect(model, vec, cfg, state["next_index"], generator, bar)
-                rollout_s = time.perf_counter() - began
-                bar.close()
-                if iteration == 1 and not (out / "check.json").is_file():
-                    result = self_check(model, storage, cfg.lr, cfg.clip)
-                    write_report(result, out)
-                    if not result["passed"]:
-                        raise RLError(f"self-check failed (see {out / 'check.md'}): {json.dumps(result)}")
-                began = time.perf_counter()
-                stats = ppo_update(model, storage, optimizer, cfg, generator,
-                                   critic_only=iteration <= cfg.critic_warmup)
-                state.update(iteration=iteration, next_index=state["next_index"] + cfg.episodes)
-                line = {"iteration": iteration, "decisions": len(storage), "rollout_s": rollout_s,
-                        "rollout_parts": parts, "update_s": time.perf_counter() - began,
-                        "sigma_mean": float(model.sigmas().detach().mean()), **stats,
-                        **_prefixed("train", summarize(rows)), "restarts": vec.restarts}
-                out_of_time = cfg.minutes > 0 and time.perf_counter() - started >= 60 * cfg.minutes
-                if iteration % cfg.val_every == 0 or iteration == cfg.iterations or out_of_time:
-                    line.update(_validate(model, out, iteration, cfg, env_cfg))
-                    if line["val_success"] >= state["best"]:
-                        state["best"] = line["val_success"]
-                        _checkpoint(out, "best", model, optimizer, generator, state)
-                line["elapsed_s"] = state["elapsed_s"] = time.perf_counter() - started
-                if iteration % cfg.save_every == 0:
-                    _checkpoint(out, f"iter_{iteration:04d}", model, optimizer, generator, state)
-                _checkpoint(out, "last", model, optimizer, generator, state)
-                _log(out, line)
-                if out_of_time:
-                    break
-        except KeyboardInterrupt:
-            _checkpoint(out, "last", model, optimizer, generator, state)  # the finished iterations survive
-            raise
+        while state["iteration"] < cfg.iterations:
+            iteration = state["iteration"] + 1
+            bar = Progress(cfg.episodes, f"iteration {iteration} rollout")
+            began = time.perf_counter()
+            storage, rows, parts = collect(model, vec, cfg, state["next_index"], generator, bar)
+            rollout_s = time.perf_counter() - began
+            bar.close()
+            if iteration == 1:
+                result = self_check(model, storage, cfg.lr, cfg.clip)
+                write_report(result, out)
+                if not result["passed"]:
+                    raise RLError(f"self-check failed (see {out / 'check.md'}): {json.dumps(result)}")
+            began = time.perf_counter()
+            stats = ppo_update(model, storage, optimizer, cfg, generator, critic_only=iteration <= cfg.critic_warmup)
+            state.update(iteration=iteration, next_index=state["next_index"] + cfg.episodes)
+            line = {"iteration": iteration, "decisions": len(storage), "rollout_s": rollout_s,
+                    "rollout_parts": parts, "update_s": time.perf_counter() - began,
+                    "sigma_mean": float(model.sigmas().detach().mean()), **stats, "kl": stats["approx_kl"],
+                    **_prefixed("train", summarize(rows)), "restarts": vec.restarts}
+            out_of_time = cfg.minutes > 0 and time.perf_counter() - started >= 60 * cfg.minutes
+            improved = False
+            if iteration % cfg.val_every == 0 or iteration == cfg.iterations or out_of_time:
+                line.update(_validate(model, out, iteration, cfg, env_cfg))
+                improved = line["val_success"] >= state["best"]
+                state["best"] = max(state["best"], line["val_success"])
+            line["elapsed_s"] = state["elapsed_s"] = time.perf_counter() - started
+            _log(out, line)
+            _checkpoint(out, "last", model, optimizer, generator, state)
+            if improved:
+                _checkpoint(out, "best", model, optimizer, generator, state)
+            if iteration % cfg.save_every == 0:
+                _checkpoint(out, f"iter_{iteration:04d}", model, optimizer, generator, state)
+            if out_of_time:
+                break
     return {**line, "best_val_success": state["best"], "out": str(out)}
+
+
+def _check_same_run(out: Path, args: dict) -> None:
+    """A resume must continue the same run: same settings (only the iteration count and time budget may grow),
+    rewards and environment."""
+    try:
+        saved = json.loads((out / "args.json").read_text())
+        same = ({**saved["rl"], "iterations": 0, "minutes": 0} == {**json.loads(json.dumps(args["rl"])),
+                                                                   "iterations": 0, "minutes": 0}
+                and saved["reward"] == json.loads(json.dumps(args["reward"]))
+                and saved["env"] == json.loads(json.dumps(args["env"])))
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise RLError(f"{out}/args.json is missing or damaged ({error}); cannot resume") from None
+    if not same:
+        raise RLError(f"{out} holds a run with other settings; resume it with the same arguments "
+                      f"(only --iterations and --minutes may change)")
 
 
 def _prefixed(prefix: str, summary: dict) -> dict:
@@ -160,13 +174,16 @@ def _prefixed(prefix: str, summary: dict) -> dict:
 
 
 def _validate(model: FlowRL, out: Path, iteration: int, cfg: RLConfig, env_cfg: EnvConfig) -> dict:
-    from chess_sim.eval import evaluate
+    from chess_sim.eval import EvalError, evaluate
 
     began = time.perf_counter()
     eval_cfg = EvalConfig(episodes=cfg.val_episodes, seed=cfg.val_seed, envs=cfg.envs)
-    summary, _, _ = evaluate(model.policy, out / "val" / f"iter_{iteration:04d}", eval_cfg, env_cfg, resume=True,
-                             label=f"{out.name} iteration {iteration}")
-    torch.set_num_threads(cfg.torch_threads)
+    directory = out / "val" / f"iter_{iteration:04d}"
+    shutil.rmtree(directory, ignore_errors=True)  # left by an interrupted attempt of this iteration
+    try:
+        summary, _, _ = evaluate(model.policy, directory, eval_cfg, env_cfg, label=f"{out.name} iteration {iteration}")
+    except EvalError as error:
+        raise RLError(str(error)) from None
     return {**_prefixed("val", summary), "val_success_ci": summary["success_ci"],
             "val_seconds": time.perf_counter() - began}
 
@@ -182,7 +199,10 @@ def _checkpoint(out: Path, name: str, model: FlowRL, optimizer, generator: torch
 
 
 def _restore(directory: Path, model: FlowRL, optimizer, generator: torch.Generator) -> dict:
-    saved = torch.load(directory / "rl_state.pt", weights_only=False)
+    try:
+        saved = torch.load(directory / "rl_state.pt", weights_only=False)
+    except Exception as error:  # noqa: BLE001 - an unreadable checkpoint is a bad input, not a crash
+        raise RLError(f"{directory}/rl_state.pt cannot be read ({str(error).splitlines()[0]})") from None
     model.critic.load_state_dict(saved["critic"])
     with torch.no_grad():
         model.log_sigma.copy_(saved["log_sigma"])
@@ -195,9 +215,14 @@ def _restore(directory: Path, model: FlowRL, optimizer, generator: torch.Generat
 def _trim_log(path: Path, iteration: int) -> None:
     """Keep the log lines of the iterations `last` holds, so none appears twice after a resume."""
     if path.is_file():
-        lines = [line for line in path.read_text().splitlines()
-                 if line.strip() and json.loads(line)["iteration"] <= iteration]
-        atomic.write_text(path, "".join(line + "\n" for line in lines))
+        kept = []
+        for line in path.read_text().splitlines():
+            try:
+                if json.loads(line)["iteration"] <= iteration:
+                    kept.append(line)
+            except (ValueError, KeyError, TypeError):  # a line cut short by a kill
+                continue
+        atomic.write_text(path, "".join(line + "\n" for line in kept))
 
 
 def _log(out: Path, line: dict) -> None:

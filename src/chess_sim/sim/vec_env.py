@@ -12,7 +12,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -28,6 +28,14 @@ class StepResult(NamedTuple):
     info: dict
 
 
+@dataclass(frozen=True)
+class WorkerError:
+    """A command the simulator refused or failed (e.g. a non-finite action): sent back instead of an answer,
+    raised in the caller. Only a dead process is restarted; re-running an episode would fail the same way."""
+
+    message: str
+
+
 def _serve(connection, cfg: EnvConfig, reward: RewardConfig | None) -> None:
     os.environ.setdefault("MUJOCO_GL", "egl")
     from chess_sim.sim.env import ChessEnv
@@ -36,23 +44,30 @@ def _serve(connection, cfg: EnvConfig, reward: RewardConfig | None) -> None:
     try:
         while True:
             command, payload = connection.recv()
-            if command == "reset":
-                seed, index, options = payload
-                connection.send(env.reset(seed=seed, options={"index": index, **options}))
-            elif command in ("step", "expert"):
-                started, rendered = time.perf_counter(), env.render_seconds
-                what, film = payload
-                answer = env.step_chunk(what, film=film) if command == "step" else env.expert_chunk(what, film=film)
-                info = answer[-1]
-                info["render_s"] = env.render_seconds - rendered
-                info["physics_s"] = time.perf_counter() - started - info["render_s"]
-                connection.send(answer)
-            elif command == "close":
+            if command == "close":
                 break
+            try:
+                answer = _answer(env, command, payload)
+            except Exception as error:  # noqa: BLE001 - reported to the caller, which decides
+                answer = WorkerError(f"{type(error).__name__}: {error}")
+            connection.send(answer)
     except (EOFError, KeyboardInterrupt):
         pass
     finally:
         env.close()
+
+
+def _answer(env, command: str, payload):
+    if command == "reset":
+        seed, index, options = payload
+        return env.reset(seed=seed, options={"index": index, **options})
+    started, rendered = time.perf_counter(), env.render_seconds
+    what, film = payload
+    answer = env.step_chunk(what, film=film) if command == "step" else env.expert_chunk(what, film=film)
+    info = answer[-1]
+    info["render_s"] = env.render_seconds - rendered
+    info["physics_s"] = time.perf_counter() - started - info["render_s"]
+    return answer
 
 
 class VecChessEnv:
@@ -136,6 +151,9 @@ class VecChessEnv:
                 except (EOFError, ConnectionResetError, OSError):
                     answer = None
             answers[worker] = answer
+        for worker, answer in answers.items():
+            if isinstance(answer, WorkerError):
+                raise RuntimeError(f"simulator worker {worker}: {answer.message}")
         return answers
 
     def _restarted(self, worker: int) -> tuple[dict, dict]:
