@@ -169,7 +169,11 @@ def test_bad_input_is_one_line(setup, argv_tail, words, tmp_path, capsys):
 def test_cli_expert_eval_and_compare_smoke(tmp_path, capsys):
     a, b = tmp_path / "a", tmp_path / "b"
     for out in (a, b):
-        assert main(["eval", "--policy", "expert", "--episodes", "1", "--envs", "1", "--out", str(out)]) == 0
+        assert main(["eval", "--policy", "expert", "--episodes", "1", "--envs", "1", "--out", str(out),
+                     "--check-expert"]) == 0
+    summary = json.loads((a / "summary.json").read_text())
+    assert summary["expert_solvable"] == 1 and summary["success_expert_solvable"] == summary["success"]
+    assert "expert_solvable" in (a / "episodes.csv").read_text().splitlines()[0]
     assert main(["eval", "--compare", str(a), str(b), "--json", str(tmp_path / "cmp.json")]) == 0
     result = json.loads((tmp_path / "cmp.json").read_text())
     assert result["episodes"] == 1 and result["changed"] == []
