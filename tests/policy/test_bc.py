@@ -39,6 +39,20 @@ def test_a_few_steps_lower_the_loss_and_write_loadable_checkpoints(dataset, tmp_
     assert (out / "last" / "trainer.pt").is_file()
 
 
+def test_validation_is_an_evaluation_kept_per_step_and_picks_best(dataset, tmp_path):
+    out = tmp_path / "run"
+    short = replace(profile("baseline"), camera=CameraConfig(64, 64), episode_seconds=1.0)
+    train(dataset, out, replace(QUICK, steps=10, val_every=5, val_episodes=2), SMALL, env_cfg=short)
+    validations = [line for line in map(json.loads, (out / "train_log.jsonl").read_text().splitlines())
+                   if "val_success" in line]
+    assert [line["step"] for line in validations] == [5, 10]
+    for line in validations:
+        summary = json.loads((out / "val" / f"step_{line['step']:06d}" / "summary.json").read_text())
+        assert summary["episodes"] == 2 and summary["success"] == line["val_success"]
+        assert line["val_success_ci"] == summary["success_ci"]
+    assert CompactPolicy.load(out / "best").config == SMALL
+
+
 def test_resume_continues_without_repeating_steps(dataset, tmp_path):
     out = tmp_path / "run"
     train(dataset, out, replace(QUICK, steps=20), SMALL)

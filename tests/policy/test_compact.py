@@ -5,7 +5,7 @@ import torch
 
 from chess_sim.policy.base import FlowPolicy, Normalizer, flow_matching_loss, sample_chunk, time_grid
 from chess_sim.config import CompactConfig
-from chess_sim.policy.compact import CompactPolicy, tokenize_instruction
+from chess_sim.policy.compact import CompactPolicy, square_features, tokenize_instruction
 
 SMALL = CompactConfig(image_size=32, width=32, layers=1, heads=2)
 
@@ -100,3 +100,13 @@ def test_a_few_flow_matching_steps_lower_the_loss(policy):
         value.backward()
         optimizer.step()
     assert loss().item() < 0.5 * first
+
+
+def test_square_features_place_squares_on_the_board_grid():
+    features = square_features(torch.tensor([0, 63, 28]))  # a1, h8, e4
+    assert features.shape == (3, 14)
+    assert torch.allclose(features[0, :2], torch.tensor([-1.0, -1.0]))
+    assert torch.allclose(features[1, :2], torch.tensor([1.0, 1.0]))
+    assert torch.allclose(features[2, :2], torch.tensor([1 / 7, -1 / 7]))
+    # frequency 1 at a corner: sin(-pi) = 0, cos(-pi) = -1 for file and rank alike
+    assert torch.allclose(features[0, 2:6], torch.tensor([0.0, 0.0, -1.0, -1.0]), atol=1e-6)

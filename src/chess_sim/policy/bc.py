@@ -5,7 +5,8 @@ action chunk t .. t+49 (`action_is_pad` marks steps past the episode's end, left
 Checkpoints: `<out>/last` every `save_every` steps and at the end (policy files + `trainer.pt` with the
 optimizer, scheduler, step and RNG state, so `resume` continues without losing or repeating a step), and
 `<out>/best` (highest validation success; a later one wins ties). `<out>/train_log.jsonl`: one line per log
-interval and per validation. Every file is written atomically.
+interval and per validation. Validations are evaluations (`chess_sim.eval`) of the noise-free policy on the
+validation scenes, each kept in `<out>/val/step_XXXXXX`. Every file is written atomically.
 
 Policies: `compact` (new, or from `init`), or `smolvla` from `init`, a LeRobot SmolVLA checkpoint directory
 (ours, or e.g. a downloaded `lerobot/smolvla_base`; without our normaliser file the dataset's statistics
@@ -18,13 +19,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
 from chess_sim import atomic
-from chess_sim.config import CHUNK, VALIDATION_SEED, CompactConfig, EnvConfig, TrainConfig, profile
+from chess_sim.config import CHUNK, VALIDATION_SEED, CompactConfig, EnvConfig, EvalConfig, TrainConfig, profile
 from chess_sim.policy.base import FlowPolicy, Normalizer, flow_matching_loss
 from chess_sim.policy.compact import CompactPolicy
 
@@ -185,28 +187,32 @@ def _loop(policy, loader, optimizer, scheduler, generator, cfg: TrainConfig, env
                            "lr": scheduler.get_last_lr()[0]})
             validate = step == cfg.steps or (cfg.val_every and step % cfg.val_every == 0)
             if validate and cfg.val_episodes > 0:
-                success = _validate(policy, cfg, env_cfg)
-                _log(out, {"step": step, "val_success": success})
-                if success >= best:
-                    best = success
+                line = _validate(policy, cfg, env_cfg, out, step)
+                _log(out, line)
+                if line["val_success"] >= best:
+                    best = line["val_success"]
                     _save(policy, out / "best")
             if step % cfg.save_every == 0 or step == cfg.steps:
                 _checkpoint(policy, out, optimizer, scheduler, step, best, generator)
             progress.step, progress.best = step, best
 
 
-def _validate(policy: FlowPolicy, cfg: TrainConfig, env_cfg: EnvConfig | None) -> float:
-    from chess_sim.policy.rollout import run_policy_episode
-    from chess_sim.sim.env import ChessEnv
+def _validate(policy: FlowPolicy, cfg: TrainConfig, env_cfg: EnvConfig | None, out: Path, step: int) -> dict:
+    """Evaluate on the validation scenes into `<out>/val/step_XXXXXX` (restarted clean: a crash during a
+    validation leaves a partial folder); returns the log line."""
+    from chess_sim.eval import evaluate
 
+    directory = out / "val" / f"step_{step:06d}"
+    if directory.exists():
+        shutil.rmtree(directory)
     policy.eval()
-    env = ChessEnv(env_cfg or profile("baseline"))
     try:
-        rows = [run_policy_episode(env, policy, VALIDATION_SEED, i) for i in range(cfg.val_episodes)]
+        summary, _, _ = evaluate(policy, directory, EvalConfig(episodes=cfg.val_episodes, seed=VALIDATION_SEED),
+                                 env_cfg or profile("baseline"), label=f"{out.name} step {step}")
     finally:
-        env.close()
+        torch.set_num_threads(cfg.torch_threads)
         policy.train()
-    return sum(row["end"] == "success" for row in rows) / len(rows)
+    return {"step": step, "val_success": summary["success"], "val_success_ci": summary["success_ci"]}
 
 
 def _save(policy: FlowPolicy, directory: Path) -> None:

@@ -2,7 +2,8 @@
 
 Prefix (computed once per decision): per-camera conv encoders turn each image into 6 x 6 tokens; the state is
 one token; the instruction, which follows the grammar "Move the <colour> <piece> from <square> to <square>.",
-is four tokens (colour, piece, from-square, to-square embeddings). The action expert is a transformer over the
+is four tokens (colour and piece embeddings; the from- and to-squares as Fourier features of their file and
+rank, so that squares seen in few demonstrations share what neighbouring squares taught). The action expert is a transformer over the
 T = 50 noisy action tokens, conditioned on the flow time t, attending to the prefix tokens.
 
 Files: `config.json` (kind, architecture, normaliser) and `model.safetensors`; both written atomically.
@@ -50,6 +51,18 @@ def _square(name: str) -> int:
     return "abcdefgh".index(name[0]) + 8 * (int(name[1]) - 1)
 
 
+SQUARE_FREQUENCIES = (1.0, 2.0, 4.0)
+"""Fourier frequencies (half-periods per board side) of the square features: 4 is a period of two squares."""
+
+
+def square_features(squares: torch.Tensor) -> torch.Tensor:
+    """Square indices (B,) (a1 = 0, h8 = 63) -> (B, 2 + 4 * len(SQUARE_FREQUENCIES)) features: file and rank
+    scaled to [-1, 1], and their sines and cosines."""
+    coords = torch.stack([squares % 8, squares // 8], dim=1).float() / 3.5 - 1.0
+    waves = [f(math.pi * frequency * coords) for frequency in SQUARE_FREQUENCIES for f in (torch.sin, torch.cos)]
+    return torch.cat([coords, *waves], dim=1)
+
+
 class _CameraEncoder(nn.Module):
     """(B, 3, S, S) in [0, 1] -> (B, (S/16)^2, width) tokens."""
 
@@ -90,7 +103,8 @@ class CompactPolicy(nn.Module):
         self.state_proj = nn.Linear(self.action_dim, width)
         self.colour = nn.Embedding(len(COLOURS), width)
         self.piece = nn.Embedding(len(PIECES), width)
-        self.square = nn.Embedding(64, width)
+        self.square = nn.Sequential(nn.Linear(2 + 4 * len(SQUARE_FREQUENCIES), width), nn.GELU(),
+                                    nn.Linear(width, width))
         self.square_role = nn.Parameter(torch.randn(2, width) * 0.02)
         self.action_in = nn.Linear(self.action_dim, width)
         self.action_position = nn.Parameter(torch.randn(self.chunk, width) * 0.02)
@@ -114,8 +128,8 @@ class CompactPolicy(nn.Module):
         tokens.append(self.state_proj(state)[:, None])
         words = tokenize_instruction(list(batch["task"])).to(state.device)
         text = torch.stack([self.colour(words[:, 0]), self.piece(words[:, 1]),
-                            self.square(words[:, 2]) + self.square_role[0],
-                            self.square(words[:, 3]) + self.square_role[1]], dim=1)
+                            self.square(square_features(words[:, 2])) + self.square_role[0],
+                            self.square(square_features(words[:, 3])) + self.square_role[1]], dim=1)
         tokens.append(text)
         return {"tokens": torch.cat(tokens, dim=1)}
 
