@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from chess_sim import atomic
+from chess_sim import atomic, jsonl
 from chess_sim.config import EnvConfig, EvalConfig
 from chess_sim.progress import Progress
 from chess_sim.summary import summarize
@@ -124,15 +124,8 @@ def _prepare_out(out: Path, arguments: dict, resume: bool) -> dict[int, dict]:
     atomic.write_text(args_path, text)
     rows: dict[int, dict] = {}
     progress = out / "progress.jsonl"
-    if progress.is_file():
-        for line in progress.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:  # a line cut short by a kill: that episode runs again
-                continue
-            rows[row["index"]] = row
-        # Rewritten without the cut line, so that new rows are not appended to its remains.
-        atomic.write_text(progress, "".join(json.dumps(row) + "\n" for row in rows.values()))
+    if progress.is_file():  # a row cut short by a kill is dropped: that episode runs again
+        rows = {row["index"]: row for row in jsonl.keep(progress, lambda row: "index" in row)}
     return rows
 
 
@@ -148,8 +141,8 @@ def _run(policy, todo: list[int], out: Path, cfg: EvalConfig, env_cfg: EnvConfig
     options = {"check_expert": True} if cfg.check_expert else {}
     bar = Progress(len(todo), "eval")
     clock: dict = {}
-    with VecChessEnv(min(cfg.envs, len(todo)), env_cfg) as vec, open(out / "progress.jsonl", "a") as progress:
-        driver = _EvalDriver(policy, out, cfg, env_cfg, rows, progress, bar, timing)
+    with VecChessEnv(min(cfg.envs, len(todo)), env_cfg) as vec:
+        driver = _EvalDriver(policy, out, cfg, env_cfg, rows, out / "progress.jsonl", bar, timing)
         drive(vec, cfg.seed, todo, driver, options, clock)
         timing.extra["restarts"] = vec.restarts
     timing.policy_s += clock["decide"]
@@ -202,9 +195,7 @@ class _EvalDriver:
             return False
         row = _finish(episode, info, self.env_cfg.physics.control_hz)
         self.rows[row["index"]] = row
-        self.progress.write(json.dumps(row) + "\n")
-        self.progress.flush()
-        os.fsync(self.progress.fileno())
+        jsonl.append(self.progress, row)
         done = self.rows.values()
         self.bar.advance(note=f"success {sum(r['end'] == 'success' for r in done)}/{len(done)}")
         return True

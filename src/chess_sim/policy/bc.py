@@ -6,7 +6,8 @@ Checkpoints: `<out>/last` every `save_every` steps and at the end (policy files 
 optimizer, scheduler, step and RNG state, so `resume` continues without losing or repeating a step), and
 `<out>/best` (highest validation success; a later one wins ties). `<out>/train_log.jsonl`: one line per log
 interval and per validation. Validations are evaluations (`chess_sim.eval`) of the noise-free policy on the
-validation scenes, each kept in `<out>/val/step_XXXXXX`. Every file is written atomically.
+validation scenes, each kept in `<out>/val/step_XXXXXX`; `<out>/curves.png` (loss and validation success) is
+redrawn at each validation. Every file is written atomically.
 
 Policies: `compact` (new, or from `init`), or `smolvla` from `init`, a LeRobot SmolVLA checkpoint directory
 (ours, or e.g. a downloaded `lerobot/smolvla_base`; without our normaliser file the dataset's statistics
@@ -18,14 +19,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
-from chess_sim import atomic
+from chess_sim import atomic, jsonl, plots
 from chess_sim.config import CHUNK, VALIDATION_SEED, CompactConfig, EnvConfig, EvalConfig, TrainConfig, profile
 from chess_sim.policy.base import FlowPolicy, Normalizer, flow_matching_loss
 from chess_sim.policy.compact import CompactPolicy
@@ -183,12 +183,13 @@ def _loop(policy, loader, optimizer, scheduler, generator, cfg: TrainConfig, env
             bar.advance(note=f"loss {losses[-1]:.4f}")
             if step % cfg.log_every == 0 or step == cfg.steps:
                 recent = losses[-cfg.log_every:]
-                _log(out, {"step": step, "loss": sum(recent) / len(recent),
+                jsonl.append(out / "train_log.jsonl", {"step": step, "loss": sum(recent) / len(recent),
                            "lr": scheduler.get_last_lr()[0]})
             validate = step == cfg.steps or (cfg.val_every and step % cfg.val_every == 0)
             if validate and cfg.val_episodes > 0:
                 line = _validate(policy, cfg, env_cfg, out, step)
-                _log(out, line)
+                jsonl.append(out / "train_log.jsonl", line)
+                plots.write_png(out / "curves.png", plots.train_figure(jsonl.read(out / "train_log.jsonl")))
                 if line["val_success"] >= best:
                     best = line["val_success"]
                     _save(policy, out / "best")
@@ -230,14 +231,5 @@ def _checkpoint(policy, out: Path, optimizer, scheduler, step: int, best: float,
 
 def _trim_log(out: Path, step: int) -> None:
     """Drop log lines written after the checkpoint being resumed, so no step appears twice."""
-    path = out / "train_log.jsonl"
-    if path.is_file():
-        lines = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
-        atomic.write_text(path, "".join(line + "\n" for line in lines))
-
-
-def _log(out: Path, record: dict) -> None:
-    with open(out / "train_log.jsonl", "a") as log:
-        log.write(json.dumps(record) + "\n")
-        log.flush()
-        os.fsync(log.fileno())
+    if (out / "train_log.jsonl").is_file():
+        jsonl.keep(out / "train_log.jsonl", lambda record: record.get("step", 0) <= step)

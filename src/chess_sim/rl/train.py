@@ -3,7 +3,8 @@
 Iteration 0 is the validation of the starting policy; iterations 1..N each collect `episodes` training
 episodes (scenes `(train_seed, i)`, i continuing across iterations) and update. Files in `out`:
 - `args.json`: the RL config, reward terms and environment profile of the run;
-- `log.jsonl`: one line per iteration (also printed), see `ITERATION_KEYS`;
+- `log.jsonl`: one line per iteration (also printed), see `ITERATION_KEYS`; `curves.png`, redrawn at each
+  validation (success vs iteration and vs wall time);
 - `check.json`, `check.md`: the self-check, run on the first rollout before the first update;
 - `iter_XXXX/` every `save_every` iterations, `last/` every iteration, `best/` (best validation success, a later
   iteration wins ties): each a policy directory (`chess-sim eval --policy` loads it) plus `rl_state.pt`
@@ -15,7 +16,6 @@ episodes (scenes `(train_seed, i)`, i continuing across iterations) and update. 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from dataclasses import asdict, replace
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from chess_sim import atomic
+from chess_sim import atomic, jsonl, plots
 from chess_sim.config import EnvConfig, EvalConfig, RewardConfig, RLConfig
 from chess_sim.rl.check import self_check, write_report
 from chess_sim.rl.flow_rl import FlowRL
@@ -215,21 +215,11 @@ def _restore(directory: Path, model: FlowRL, optimizer, generator: torch.Generat
 def _trim_log(path: Path, iteration: int) -> None:
     """Keep the log lines of the iterations `last` holds, so none appears twice after a resume."""
     if path.is_file():
-        kept = []
-        for line in path.read_text().splitlines():
-            try:
-                if json.loads(line)["iteration"] <= iteration:
-                    kept.append(line)
-            except (ValueError, KeyError, TypeError):  # a line cut short by a kill
-                continue
-        atomic.write_text(path, "".join(line + "\n" for line in kept))
+        jsonl.keep(path, lambda line: isinstance(line.get("iteration"), int) and line["iteration"] <= iteration)
 
 
 def _log(out: Path, line: dict) -> None:
-    text = json.dumps(line)
-    print(text, flush=True)
-    with open(out / "log.jsonl", "a") as log:
-        log.write(text + "\n")
-        log.flush()
-        os.fsync(log.fileno())
-
+    print(json.dumps(line), flush=True)
+    jsonl.append(out / "log.jsonl", line)
+    if "val_success" in line:  # the curve is redrawn at each validation, so a run can be watched
+        plots.write_png(out / "curves.png", plots.rl_figure(jsonl.read(out / "log.jsonl")))
