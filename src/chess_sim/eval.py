@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -64,7 +64,8 @@ class Timing:
     render_s: float = 0.0
     """Rendering, summed over the workers."""
     total_s: float = 0.0
-    extra: dict = field(default_factory=dict)
+    restarts: int = 0
+    """Simulator workers restarted after dying."""
 
 
 def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: bool = False,
@@ -144,7 +145,7 @@ def _run(policy, todo: list[int], out: Path, cfg: EvalConfig, env_cfg: EnvConfig
     with VecChessEnv(min(cfg.envs, len(todo)), env_cfg) as vec:
         driver = _EvalDriver(policy, out, cfg, env_cfg, rows, out / "progress.jsonl", bar, timing)
         drive(vec, cfg.seed, todo, driver, options, clock)
-        timing.extra["restarts"] = vec.restarts
+        timing.restarts = vec.restarts
     timing.policy_s += clock["decide"]
     timing.simulate_s += clock["reset"] + clock["env"]
     bar.close()

@@ -77,6 +77,13 @@ class FlowRL(nn.Module):
         return self.critic(torch.cat([features, self.policy.normalizer.normalize_state(state.float())], -1))[:, 0]
 
     @torch.no_grad()
+    def value_of(self, batch: dict) -> torch.Tensor:
+        """(B,) value of observations, from the prefix rounded to its stored dtype as every stored decision's is
+        (a bootstrap value then matches the values GAE sees elsewhere)."""
+        prefix = cast_prefix(cast_prefix(self.policy.encode(batch), self.prefix_dtype), torch.float32)
+        return self.value(prefix, batch["observation.state"])
+
+    @torch.no_grad()
     def sample(self, batch: dict, x0: torch.Tensor, noise: torch.Tensor | None) -> Sample:
         """Encode `batch`, then run the chain from x0 (B, T, C) with standard-normal `noise` (B, K, T, C)
         scaled by `sigmas()`; `noise=None` runs the plain ODE (log-probs then describe a zero-noise chain and

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from chess_sim.policy.base import observation_batch
-from chess_sim.rl.flow_rl import FlowRL, cast_prefix
+from chess_sim.rl.flow_rl import FlowRL
 from chess_sim.rl.storage import Decision, Storage, split_prefix
 
 
@@ -86,8 +86,6 @@ class RolloutDriver:
             self.on_done(row)
         return True
 
-    @torch.no_grad()
     def _final_value(self, episode: _Episode) -> float:
         batch = observation_batch([episode.observation], [episode.info["instruction"]])
-        prefix = cast_prefix(cast_prefix(self.model.policy.encode(batch), self.model.prefix_dtype), torch.float32)
-        return float(self.model.value(prefix, batch["observation.state"])[0])
+        return float(self.model.value_of(batch)[0])
