@@ -6,8 +6,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from chess_sim.config import CameraConfig, CompactConfig, RecordConfig, TrainConfig, profile
-from chess_sim.data.record import record
+from chess_sim.config import CameraConfig, CompactConfig, TrainConfig, profile
 from chess_sim.policy.bc import TrainError, _clean_episodes, train
 from chess_sim.policy.compact import CompactPolicy
 
@@ -17,20 +16,18 @@ QUICK = TrainConfig(steps=40, batch_size=8, lr=3e-3, warmup_steps=5, val_every=0
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    root = tmp_path_factory.mktemp("bc") / "demos"
-    cfg = replace(profile("baseline"), camera=CameraConfig(64, 64))
-    record(root, cfg, RecordConfig(recovery_fraction=0.0), 7_700_003, 1, workers=1)
-    return root
+def dataset(demos):
+    return demos
 
 
 def losses(out):
     return [line for line in map(json.loads, (out / "train_log.jsonl").read_text().splitlines()) if "loss" in line]
 
 
-def test_a_few_steps_lower_the_loss_and_write_loadable_checkpoints(dataset, tmp_path):
+@pytest.mark.parametrize("cache_frames", [True, False], ids=["cached", "streamed"])
+def test_a_few_steps_lower_the_loss_and_write_loadable_checkpoints(dataset, tmp_path, cache_frames):
     out = tmp_path / "run"
-    summary = train(dataset, out, QUICK, SMALL)
+    summary = train(dataset, out, replace(QUICK, cache_frames=cache_frames), SMALL)
     assert summary["steps"] == 40
     logged = losses(out)
     assert logged[-1]["loss"] < 0.6 * logged[0]["loss"]

@@ -123,17 +123,13 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
     out.mkdir(parents=True, exist_ok=True)
     (out / "train_args.json").write_text(json.dumps({"train": asdict(cfg), "dataset": str(dataset_dir)}, indent=2))
 
+    batches = _batches(dataset, policy, cfg, generator)
     bar = Progress(cfg.steps - step, "train", unit="steps")
     losses: list[float] = []
     steps_at_start = step
-    # Spawned, persistent loader processes: forking a process that already runs torch threads can deadlock.
-    loader = torch.utils.data.DataLoader(
-        dataset, batch_size=cfg.batch_size, shuffle=True, drop_last=False, num_workers=cfg.loader_workers,
-        generator=generator, persistent_workers=cfg.loader_workers > 0,
-        multiprocessing_context="spawn" if cfg.loader_workers > 0 else None)
     progress = _Progress(step, best)
     try:
-        _loop(policy, loader, optimizer, scheduler, generator, cfg, env_cfg, out, progress, losses, bar)
+        _loop(policy, batches, optimizer, scheduler, generator, cfg, env_cfg, out, progress, losses, bar)
     except KeyboardInterrupt:  # keep every finished step: --resume continues from here
         _checkpoint(policy, out, optimizer, scheduler, progress.step, progress.best, generator)
         raise
@@ -141,6 +137,37 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
     return {"steps": progress.step, "final_loss": losses[-1] if losses else None,
             "best_val_success": progress.best if progress.best >= 0 else None,
             "steps_per_s": (progress.step - steps_at_start) / seconds if seconds else None, "out": str(out)}
+
+
+def _batches(dataset, policy, cfg: TrainConfig, generator: torch.Generator):
+    """Endless shuffled training batches: from an in-memory `FrameCache` (compact policy, `cache_frames`; built
+    here, before the first step), or streamed from the videos by LeRobot's loader in spawned, persistent
+    processes (forking a process that already runs torch threads can deadlock)."""
+    if cfg.cache_frames and isinstance(policy, CompactPolicy):
+        from chess_sim.policy.frame_cache import FrameCache
+        from chess_sim.progress import Progress
+
+        bar = Progress(len(dataset), "decode frames", unit="samples")
+        cache = FrameCache(dataset, policy.config.image_size, cfg.loader_workers, bar=bar)
+        bar.close()
+        return _cached(cache, cfg.batch_size, generator)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=cfg.batch_size, shuffle=True, drop_last=False, num_workers=cfg.loader_workers,
+        generator=generator, persistent_workers=cfg.loader_workers > 0,
+        multiprocessing_context="spawn" if cfg.loader_workers > 0 else None)
+    return _streamed(loader)
+
+
+def _cached(cache, batch_size: int, generator: torch.Generator):
+    while True:
+        order = torch.randperm(len(cache), generator=generator)
+        for start in range(0, len(order), batch_size):
+            yield cache.batch(order[start:start + batch_size])
+
+
+def _streamed(loader):
+    while True:
+        yield from loader
 
 
 def _policy_class(kind: str):
@@ -159,43 +186,41 @@ class _Progress:
     """Best validation success so far (-1 before any validation)."""
 
 
-def _loop(policy, loader, optimizer, scheduler, generator, cfg: TrainConfig, env_cfg, out: Path,
+def _loop(policy, batches, optimizer, scheduler, generator, cfg: TrainConfig, env_cfg, out: Path,
           progress: _Progress, losses: list, bar) -> None:
     """The optimisation loop from `progress.step` to `cfg.steps`, updating `progress` as it goes."""
     step, best = progress.step, progress.best
     device = next(policy.parameters()).device
     while step < cfg.steps:
-        for batch in loader:
-            if step >= cfg.steps:
-                break
-            actions = policy.normalizer.normalize_action(batch["action"])
-            noise = torch.randn(*actions.shape[:2], policy.chain_dim, generator=generator)
-            t = torch.rand(actions.shape[0], generator=generator)
-            loss = flow_matching_loss(policy, policy.encode(batch), actions.to(device), noise.to(device),
-                                      t.to(device), pad=batch["action_is_pad"].to(device))
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
-            optimizer.step()
-            scheduler.step()
-            step += 1
-            losses.append(loss.item())
-            bar.advance(note=f"loss {losses[-1]:.4f}")
-            if step % cfg.log_every == 0 or step == cfg.steps:
-                recent = losses[-cfg.log_every:]
-                jsonl.append(out / "train_log.jsonl", {"step": step, "loss": sum(recent) / len(recent),
-                           "lr": scheduler.get_last_lr()[0]})
-            validate = step == cfg.steps or (cfg.val_every and step % cfg.val_every == 0)
-            if validate and cfg.val_episodes > 0:
-                line = _validate(policy, cfg, env_cfg, out, step)
-                jsonl.append(out / "train_log.jsonl", line)
-                plots.write_png(out / "curves.png", plots.train_figure(jsonl.read(out / "train_log.jsonl")))
-                if line["val_success"] >= best:
-                    best = line["val_success"]
-                    _save(policy, out / "best")
-            if step % cfg.save_every == 0 or step == cfg.steps:
-                _checkpoint(policy, out, optimizer, scheduler, step, best, generator)
-            progress.step, progress.best = step, best
+        batch = next(batches)
+        actions = policy.normalizer.normalize_action(batch["action"])
+        noise = torch.randn(*actions.shape[:2], policy.chain_dim, generator=generator)
+        t = 0.001 + 0.999 * torch.rand(actions.shape[0], generator=generator) ** (1.0 / cfg.time_beta)
+        loss = flow_matching_loss(policy, policy.encode(batch), actions.to(device), noise.to(device),
+                                  t.to(device), pad=batch["action_is_pad"].to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        step += 1
+        losses.append(loss.item())
+        bar.advance(note=f"loss {losses[-1]:.4f}")
+        if step % cfg.log_every == 0 or step == cfg.steps:
+            recent = losses[-cfg.log_every:]
+            jsonl.append(out / "train_log.jsonl",
+                         {"step": step, "loss": sum(recent) / len(recent), "lr": scheduler.get_last_lr()[0]})
+        validate = step == cfg.steps or (cfg.val_every and step % cfg.val_every == 0)
+        if validate and cfg.val_episodes > 0:
+            line = _validate(policy, cfg, env_cfg, out, step)
+            jsonl.append(out / "train_log.jsonl", line)
+            plots.write_png(out / "curves.png", plots.train_figure(jsonl.read(out / "train_log.jsonl")))
+            if line["val_success"] >= best:
+                best = line["val_success"]
+                _save(policy, out / "best")
+        if step % cfg.save_every == 0 or step == cfg.steps:
+            _checkpoint(policy, out, optimizer, scheduler, step, best, generator)
+        progress.step, progress.best = step, best
 
 
 def _validate(policy: FlowPolicy, cfg: TrainConfig, env_cfg: EnvConfig | None, out: Path, step: int) -> dict:

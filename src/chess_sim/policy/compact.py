@@ -47,6 +47,14 @@ def tokenize_instruction(texts: list[str]) -> torch.Tensor:
     return torch.tensor(rows, dtype=torch.long)
 
 
+def resize_images(images: torch.Tensor, size: int) -> torch.Tensor:
+    """(B, 3, H, W) float in [0, 1] -> (B, 3, size, size), bilinear and antialiased; unchanged when already
+    that size (training reads images cached at this size, see `frame_cache.py`)."""
+    if images.shape[-2:] == (size, size):
+        return images
+    return F.interpolate(images, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+
+
 def _square(name: str) -> int:
     return "abcdefgh".index(name[0]) + 8 * (int(name[1]) - 1)
 
@@ -122,7 +130,7 @@ class CompactPolicy(nn.Module):
         for i, name in enumerate(CAMERAS):
             images = batch[f"observation.images.{name}"].float()
             assert images.ndim == 4 and images.shape[1] == 3, f"{name} images must be (B, 3, H, W)"
-            images = F.interpolate(images, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+            images = resize_images(images, size)
             tokens.append(self.cameras[name](images) + self.image_position[i])
         state = self.normalizer.normalize_state(batch["observation.state"].float())
         tokens.append(self.state_proj(state)[:, None])
