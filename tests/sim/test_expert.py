@@ -63,15 +63,3 @@ def test_expert_rollout_does_not_depend_on_earlier_scenes(env):
             env.step(env.expert_action())
     fresh = ChessEnv(replace(profile("baseline"), render=False, early_stop=True))
     assert np.array_equal(rollout(env), rollout(fresh))
-
-
-def test_grip_side_stays_the_same_unless_the_other_side_has_clearly_more_room():
-    from chess_sim.sim.expert import _by_preference
-
-    def first_sign(plus_room, minus_room):
-        return _by_preference([(plus_room, 1.0), (minus_room, -1.0)])[0][1]
-
-    assert first_sign(0.008, 0.011) == 1.0    # both flanked: millimetre differences do not flip the wrist
-    assert first_sign(0.0065, 0.017) == 1.0   # enough room on the preferred side
-    assert first_sign(0.004, 0.007) == 1.0    # within the tie margin
-    assert first_sign(0.004, 0.017) == -1.0   # the preferred side is blocked and the other is open

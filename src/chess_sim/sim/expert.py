@@ -160,10 +160,8 @@ class Expert:
     # ---------------------------------------------------------------- plans
     def _choose_grip(self, pick_point: np.ndarray, place_point: np.ndarray, neighbours: np.ndarray
                      ) -> Grip | None:
-        """Smallest tilt that reaches both squares. Of the two ways round, the first (closing along +hint) is
-        kept whenever its jaws clear the neighbours by `JAW_ROOM_NEEDED`, or have within `JAW_ROOM_TIE` of the
-        other way's room; only otherwise does the side with more room win. Choosing by room alone flipped the wrist by ~100 degrees between near-identical scenes (millimetre
-        offsets of the neighbours), which split the demonstrations into two modes a policy cannot tell apart."""
+        """Smallest tilt that reaches both squares; of the two ways round, the moving jaw (which opens
+        farther from the piece than the fixed one) goes to the side with more room first."""
         along_rank = np.array([0.0, 1.0, 0.0])
         hint = along_rank if self.task.piece == "pawn" else np.array([-np.sin(self.yaw), np.cos(self.yaw), 0.0])
         for tilt_deg in TILTS_DEG:
@@ -174,7 +172,7 @@ class Expert:
                 place_c = _closing_for(place_point, pick_c if tilt == 0 else sign * hint, tilt)
                 room = min(_jaw_room(pick_point, pick_c, neighbours), _jaw_room(place_point, place_c, neighbours))
                 candidates.append((room, sign, pick_c, place_c))
-            for _, _, pick_c, place_c in _by_preference(candidates):
+            for _, _, pick_c, place_c in sorted(candidates, key=lambda item: (-item[0], -item[1])):
                 poses = [grasp_pose(p + dz, c, tilt) for p, c in ((pick_point, pick_c), (place_point, place_c))
                          for dz in (np.zeros(3), np.array([0, 0, HOVER + 0.01]))]
                 if all(self._reachable(pose) for pose in poses):
@@ -299,19 +297,6 @@ MOVING_JAW_REACH = 0.017
 """Horizontal distance from a gripped piece's axis to the middle of the open moving jaw (the fixed jaw's
 is ~8 mm): what neighbours on that side must clear."""
 FIXED_JAW_REACH = 0.008
-JAW_ROOM_NEEDED = 0.006
-"""An open jaw this far from every neighbour's axis passes beside it: a pawn flanked on both sides leaves ~8 mm
-either way round, which the expert has always grasped through (40 of 40 training scenes with this rule)."""
-JAW_ROOM_TIE = 0.005
-"""Rooms closer than this count as equal: pieces stand up to 2 mm off their squares, so smaller differences
-are noise, while a missing neighbour makes a difference of 10 mm or more."""
-
-
-def _by_preference(candidates: list[tuple]) -> list[tuple]:
-    """(room, sign, ...) candidates in the order to try (see `Expert._choose_grip`): those with enough room,
-    sign +1 first, then the rest by decreasing room."""
-    enough = min(JAW_ROOM_NEEDED, max(item[0] for item in candidates) - JAW_ROOM_TIE)
-    return sorted(candidates, key=lambda item: (0, -item[1]) if item[0] >= enough else (1, -item[0]))
 
 
 def _jaw_room(point: np.ndarray, closing: np.ndarray, neighbours: np.ndarray) -> float:
