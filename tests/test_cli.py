@@ -109,6 +109,10 @@ def test_train_smoke_and_bad_dataset(tmp_path, capsys):
                  "--val-episodes", "0", "--json", str(tmp_path / "train.json")]) == 0
     assert json.loads((tmp_path / "train.json").read_text())["steps"] == 2
     assert (out / "last" / "model.safetensors").is_file()
+    streamed = tmp_path / "streamed"
+    assert main(["train", "--dataset", str(data), "--out", str(streamed), "--steps", "2", "--batch-size", "4",
+                 "--val-episodes", "0", "--stream"]) == 0
+    assert json.loads((streamed / "train_args.json").read_text())["train"]["cache_frames"] is False
     capsys.readouterr()
     assert main(["train", "--dataset", str(tmp_path / "none"), "--out", str(tmp_path / "p2")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

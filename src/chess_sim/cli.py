@@ -108,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--val-episodes", type=_non_negative, default=TrainConfig.val_episodes)
     train.add_argument("--no-recovery", action="store_true",
                        help="leave out the recovery demonstrations (ablation)")
+    train.add_argument("--stream", action="store_true",
+                       help="read frames from the videos at every step instead of decoding them once into memory")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     train.add_argument("--json", type=Path, help="write the summary as JSON here")
     evaluation = verbs.add_parser("eval", help="evaluate a policy (or the expert) on fixed scenes")
@@ -258,7 +260,8 @@ def cmd_train(args: argparse.Namespace) -> dict:
     _check_output_dir(args.out)
     cfg = TrainConfig(steps=args.steps, batch_size=args.batch_size, val_every=args.val_every,
                       val_episodes=args.val_episodes, save_every=min(TrainConfig.save_every, args.steps),
-                      recovery=not args.no_recovery)
+                      recovery=not args.no_recovery,
+                      cache_frames=not args.stream)
     try:
         summary = train(args.dataset, args.out, cfg, init=args.init, resume=args.resume, policy_kind=args.policy)
     except (TrainError, ValueError) as error:
