@@ -6,6 +6,7 @@ from chess_sim import jsonl
 def test_append_read_and_keep_skip_a_cut_line(tmp_path):
     path = tmp_path / "log.jsonl"
     assert jsonl.read(path) == []
+    assert jsonl.keep(path, lambda record: True) == [] and not path.exists()
     for step in (1, 2, 3):
         jsonl.append(path, {"step": step})
     with open(path, "a") as log:

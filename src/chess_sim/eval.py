@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -99,6 +100,14 @@ def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: boo
     return summary, ordered, timing
 
 
+def validate(policy, directory: Path, cfg: EvalConfig, env_cfg: EnvConfig, label: str) -> dict:
+    """A validation during training: evaluate the policy object into `directory` afresh (whatever an
+    interrupted attempt left there is removed first); returns the summary."""
+    shutil.rmtree(directory, ignore_errors=True)
+    summary, _, _ = evaluate(policy, directory, cfg, env_cfg, label=label)
+    return summary
+
+
 def _open_policy(policy_dir):
     if str(policy_dir) == EXPERT:
         return EXPERT
@@ -123,11 +132,8 @@ def _prepare_out(out: Path, arguments: dict, resume: bool) -> dict[int, dict]:
             raise EvalError(f"{out} already holds this evaluation; add --resume to finish it or choose a new --out")
     out.mkdir(parents=True, exist_ok=True)
     atomic.write_text(args_path, text)
-    rows: dict[int, dict] = {}
-    progress = out / "progress.jsonl"
-    if progress.is_file():  # a row cut short by a kill is dropped: that episode runs again
-        rows = {row["index"]: row for row in jsonl.keep(progress, lambda row: "index" in row)}
-    return rows
+    # A row cut short by a kill is dropped: that episode runs again.
+    return {row["index"]: row for row in jsonl.keep(out / "progress.jsonl", lambda row: "index" in row)}
 
 
 def _run(policy, todo: list[int], out: Path, cfg: EvalConfig, env_cfg: EnvConfig, rows: dict, timing: Timing):

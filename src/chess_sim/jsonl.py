@@ -36,7 +36,10 @@ def read(path: Path) -> list[dict]:
 
 
 def keep(path: Path, wanted: Callable[[dict], bool]) -> list[dict]:
-    """Rewrite `path` with only its complete records that `wanted` accepts; returns them."""
+    """Rewrite `path` with only its complete records that `wanted` accepts; returns them ([] and nothing
+    written if `path` does not exist)."""
+    if not Path(path).is_file():
+        return []
     records = [record for record in read(path) if wanted(record)]
     atomic.write_text(Path(path), "".join(json.dumps(record) + "\n" for record in records))
     return records

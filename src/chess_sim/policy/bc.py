@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -224,19 +223,15 @@ def _loop(policy, batches, optimizer, scheduler, generator, cfg: TrainConfig, en
 
 
 def _validate(policy: FlowPolicy, cfg: TrainConfig, env_cfg: EnvConfig | None, out: Path, step: int) -> dict:
-    """Evaluate on the validation scenes into `<out>/val/step_XXXXXX` (restarted clean: a crash during a
-    validation leaves a partial folder); returns the log line."""
-    from chess_sim.eval import evaluate
+    """Evaluate on the validation scenes into `<out>/val/step_XXXXXX`; returns the log line."""
+    from chess_sim.eval import validate
 
-    directory = out / "val" / f"step_{step:06d}"
-    if directory.exists():
-        shutil.rmtree(directory)
     policy.eval()
     try:
-        summary, _, _ = evaluate(policy, directory, EvalConfig(episodes=cfg.val_episodes, seed=VALIDATION_SEED),
-                                 env_cfg or profile("baseline"), label=f"{out.name} step {step}")
+        summary = validate(policy, out / "val" / f"step_{step:06d}",
+                           EvalConfig(episodes=cfg.val_episodes, seed=VALIDATION_SEED),
+                           env_cfg or profile("baseline"), f"{out.name} step {step}")
     finally:
-        torch.set_num_threads(cfg.torch_threads)
         policy.train()
     return {"step": step, "val_success": summary["success"], "val_success_ci": summary["success_ci"]}
 
@@ -256,5 +251,4 @@ def _checkpoint(policy, out: Path, optimizer, scheduler, step: int, best: float,
 
 def _trim_log(out: Path, step: int) -> None:
     """Drop log lines written after the checkpoint being resumed, so no step appears twice."""
-    if (out / "train_log.jsonl").is_file():
-        jsonl.keep(out / "train_log.jsonl", lambda record: record.get("step", 0) <= step)
+    jsonl.keep(out / "train_log.jsonl", lambda record: record.get("step", 0) <= step)

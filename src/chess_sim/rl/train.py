@@ -16,7 +16,6 @@ episodes (scenes `(train_seed, i)`, i continuing across iterations) and update. 
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -174,14 +173,13 @@ def _prefixed(prefix: str, summary: dict) -> dict:
 
 
 def _validate(model: FlowRL, out: Path, iteration: int, cfg: RLConfig, env_cfg: EnvConfig) -> dict:
-    from chess_sim.eval import EvalError, evaluate
+    from chess_sim.eval import EvalError, validate
 
     began = time.perf_counter()
     eval_cfg = EvalConfig(episodes=cfg.val_episodes, seed=cfg.val_seed, envs=cfg.envs)
-    directory = out / "val" / f"iter_{iteration:04d}"
-    shutil.rmtree(directory, ignore_errors=True)  # left by an interrupted attempt of this iteration
     try:
-        summary, _, _ = evaluate(model.policy, directory, eval_cfg, env_cfg, label=f"{out.name} iteration {iteration}")
+        summary = validate(model.policy, out / "val" / f"iter_{iteration:04d}", eval_cfg, env_cfg,
+                           f"{out.name} iteration {iteration}")
     except EvalError as error:
         raise RLError(str(error)) from None
     return {**_prefixed("val", summary), "val_success_ci": summary["success_ci"],
@@ -214,8 +212,7 @@ def _restore(directory: Path, model: FlowRL, optimizer, generator: torch.Generat
 
 def _trim_log(path: Path, iteration: int) -> None:
     """Keep the log lines of the iterations `last` holds, so none appears twice after a resume."""
-    if path.is_file():
-        jsonl.keep(path, lambda line: isinstance(line.get("iteration"), int) and line["iteration"] <= iteration)
+    jsonl.keep(path, lambda line: isinstance(line.get("iteration"), int) and line["iteration"] <= iteration)
 
 
 def _log(out: Path, line: dict) -> None:
