@@ -3,8 +3,11 @@
 Prefix (computed once per decision): per-camera conv encoders turn each image into 6 x 6 tokens; the state is
 one token; the instruction, which follows the grammar "Move the <colour> <piece> from <square> to <square>.",
 is four tokens (colour and piece embeddings; the from- and to-squares as Fourier features of their file and
-rank, so that squares seen in few demonstrations share what neighbouring squares taught). The action expert is a transformer over the
-T = 50 noisy action tokens, conditioned on the flow time t, attending to the prefix tokens.
+rank, so that squares seen in few demonstrations share what neighbouring squares taught). The action expert is a
+transformer over the T = 50 noisy action tokens attending to the prefix tokens. Each action token is also given the
+flow time t and a task vector (state and instruction through an MLP, kept in the prefix as `task`): where to go is
+said by the squares and the state, and handing them to every token directly makes the model learn that mapping far
+faster than when it must be found by attention among the image tokens.
 
 Files: `config.json` (kind, architecture, normaliser) and `model.safetensors`; both written atomically.
 """
@@ -114,6 +117,7 @@ class CompactPolicy(nn.Module):
         self.square = nn.Sequential(nn.Linear(2 + 4 * len(SQUARE_FREQUENCIES), width), nn.GELU(),
                                     nn.Linear(width, width))
         self.square_role = nn.Parameter(torch.randn(2, width) * 0.02)
+        self.task_mlp = nn.Sequential(nn.Linear(5 * width, width), nn.GELU(), nn.Linear(width, width))
         self.action_in = nn.Linear(self.action_dim, width)
         self.action_position = nn.Parameter(torch.randn(self.chunk, width) * 0.02)
         self.time_mlp = nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.Linear(width, width))
@@ -124,7 +128,8 @@ class CompactPolicy(nn.Module):
 
     # ------------------------------------------------------------------ FlowPolicy
     def encode(self, batch: dict) -> dict[str, torch.Tensor]:
-        """Prefix {"tokens": (B, P, width)} with P = 2 * 36 image + 1 state + 4 instruction tokens."""
+        """Prefix {"tokens": (B, P, width), "task": (B, width)} with P = 2 * 36 image + 1 state + 4 instruction
+        tokens; `task` is the MLP of the state and instruction tokens."""
         size = self.config.image_size
         tokens = []
         for i, name in enumerate(CAMERAS):
@@ -139,12 +144,13 @@ class CompactPolicy(nn.Module):
                             self.square(square_features(words[:, 2])) + self.square_role[0],
                             self.square(square_features(words[:, 3])) + self.square_role[1]], dim=1)
         tokens.append(text)
-        return {"tokens": torch.cat(tokens, dim=1)}
+        task = self.task_mlp(torch.cat([tokens[-2][:, 0], text.flatten(1)], dim=1))
+        return {"tokens": torch.cat(tokens, dim=1), "task": task}
 
     def velocity(self, prefix: dict[str, torch.Tensor], x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         assert x_t.shape[1:] == (self.chunk, self.action_dim), f"x_t must be (B, T, A), got {tuple(x_t.shape)}"
         time = self.time_mlp(_time_embedding(t.to(x_t), self.config.width))
-        hidden = self.action_in(x_t) + self.action_position + time[:, None]
+        hidden = self.action_in(x_t) + self.action_position + (time + prefix["task"])[:, None]
         return self.action_out(self.expert(hidden, prefix["tokens"]))
 
     def features(self, prefix: dict[str, torch.Tensor]) -> torch.Tensor:
