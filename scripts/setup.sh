@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 debs=(libegl1 libegl-mesa0 libgl1-mesa-dri libosmesa6 libgl1
-      libavcodec59 libavformat59 libavutil57 libswscale6 libavdevice59 libavfilter8)
+      libavcodec59 libavformat59 libavutil57 libswscale6 libavdevice59 libavfilter8
+      chromium)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -147,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
                 command.add_argument(flag, type=_seed if field.name.endswith("seed") else kind, default=None,
                                      help=_field_help(RLConfig, field.name))
     rl.add_argument("--resume", action="store_true", help="continue the run in --out from last/")
+
+    report = verbs.add_parser("report", help="one HTML page for a run: curves, comparisons, videos, arguments")
+    report.add_argument("run", type=Path, help="an RL run, a training run or an evaluation directory")
+    report.add_argument("--out", type=Path, help="the page (default RUN/report.html)")
     return parser
 
 
@@ -360,8 +364,22 @@ def cmd_rl_check(args: argparse.Namespace) -> dict:
     return result
 
 
+def cmd_report(args: argparse.Namespace) -> dict:
+    from chess_sim.report import ReportError, build_report
+
+    if args.out is not None:
+        _check_writable_file(args.out)
+    try:
+        page = build_report(args.run, args.out)
+    except ReportError as error:
+        raise UsageError(str(error)) from None
+    print(f"report: {page}")
+    return {"report": str(page)}
+
+
 COMMANDS = {"scene": cmd_scene, "expert": cmd_expert, "record": cmd_record, "train": cmd_train, "eval": cmd_eval,
-            "rl": cmd_rl, "rl-check": cmd_rl_check}
+            "rl": cmd_rl, "rl-check": cmd_rl_check,
+            "report": cmd_report}
 
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")

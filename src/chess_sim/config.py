@@ -230,6 +230,8 @@ class TrainConfig:
     """Steps between training-loss lines (the mean over those steps) in `train_log.jsonl`."""
     loader_workers: int = 1
     """DataLoader processes decoding video frames."""
+    cache_workers: int = 2
+    """Processes decoding the frame cache: training has not begun yet, so every core can decode."""
     cache_frames: bool = True
     """Compact policy: decode every sample once (LeRobot's loader) into memory at the policy's image size and
     train from there (1.9 GB for 34k frames at 96 px; decoding otherwise costs as much as the step itself).
@@ -326,6 +328,10 @@ class RLConfig:
     """CPU threads of the learner process (the simulators need the rest)."""
     seed: int = 0
     """Seeds the training noise, minibatch order and critic initialisation."""
+    report_videos: int = 6
+    """Episodes of the final validation kept as videos for the run's report (`report.html`)."""
+    tensorboard: bool = False
+    """Also log every iteration's scalars for TensorBoard (`OUT/tensorboard/`)."""
 
 
 RL_PROFILES: dict[str, RLConfig] = {

@@ -9,8 +9,7 @@ import torch
 
 import chess_sim.rl.train as rl_train
 from chess_sim.cli import main
-from chess_sim.config import CameraConfig, CompactConfig, RLConfig, profile
-from chess_sim.policy.base import Normalizer
+from chess_sim.config import CameraConfig, RLConfig, profile
 from chess_sim.policy.compact import CompactPolicy
 from chess_sim.rl.flow_rl import FlowRL
 from chess_sim.rl.train import RLError, run
@@ -21,13 +20,8 @@ CFG = RLConfig(iterations=3, episodes=2, envs=2, val_episodes=2, val_every=1, sa
 
 
 @pytest.fixture(scope="module")
-def policy_dir(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("policy")
-    torch.manual_seed(0)
-    normalizer = Normalizer.identity()
-    normalizer.action_std = torch.full((6,), 20.0)
-    CompactPolicy(CompactConfig(width=32, layers=1, heads=2, image_size=32, steps=3), normalizer).save(directory)
-    return directory
+def policy_dir(tiny_policy_dir):
+    return tiny_policy_dir
 
 
 def lines(out):

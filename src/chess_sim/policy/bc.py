@@ -6,8 +6,8 @@ Checkpoints: `<out>/last` every `save_every` steps and at the end (policy files 
 optimizer, scheduler, step and RNG state, so `resume` continues without losing or repeating a step), and
 `<out>/best` (highest validation success; a later one wins ties). `<out>/train_log.jsonl`: one line per log
 interval and per validation. Validations are evaluations (`chess_sim.eval`) of the noise-free policy on the
-validation scenes, each kept in `<out>/val/step_XXXXXX`; `<out>/curves.png` (loss and validation success) is
-redrawn at each validation. Every file is written atomically.
+validation scenes, each kept in `<out>/val/step_XXXXXX`; `<out>/curves.png` (loss and validation success) and
+`<out>/report.html` are redrawn at each validation. Every file is written atomically.
 
 Policies: `compact` (new, or from `init`), or `smolvla` from `init`, a LeRobot SmolVLA checkpoint directory
 (ours, or e.g. a downloaded `lerobot/smolvla_base`; without our normaliser file the dataset's statistics
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from chess_sim import atomic, jsonl, plots
+from chess_sim import atomic, jsonl, plots, report
 from chess_sim.config import CHUNK, VALIDATION_SEED, CompactConfig, EnvConfig, EvalConfig, TrainConfig, profile
 from chess_sim.policy.base import FlowPolicy, Normalizer, flow_matching_loss
 from chess_sim.policy.compact import CompactPolicy
@@ -147,7 +147,7 @@ def _batches(dataset, policy, cfg: TrainConfig, generator: torch.Generator):
         from chess_sim.progress import Progress
 
         bar = Progress(len(dataset), "decode frames", unit="samples")
-        cache = FrameCache(dataset, policy.config.image_size, cfg.loader_workers, bar=bar)
+        cache = FrameCache(dataset, policy.config.image_size, cfg.cache_workers, bar=bar)
         bar.close()
         return _cached(cache, cfg.batch_size, generator)
     loader = torch.utils.data.DataLoader(
@@ -214,6 +214,7 @@ def _loop(policy, batches, optimizer, scheduler, generator, cfg: TrainConfig, en
             line = _validate(policy, cfg, env_cfg, out, step)
             jsonl.append(out / "train_log.jsonl", line)
             plots.write_png(out / "curves.png", plots.train_figure(jsonl.read(out / "train_log.jsonl")))
+            report.build_report(out)
             if line["val_success"] >= best:
                 best = line["val_success"]
                 _save(policy, out / "best")

@@ -3,8 +3,9 @@
 Iteration 0 is the validation of the starting policy; iterations 1..N each collect `episodes` training
 episodes (scenes `(train_seed, i)`, i continuing across iterations) and update. Files in `out`:
 - `args.json`: the RL config, reward terms and environment profile of the run;
-- `log.jsonl`: one line per iteration (also printed), see `ITERATION_KEYS`; `curves.png`, redrawn at each
-  validation (success vs iteration and vs wall time);
+- `log.jsonl`: one line per iteration (also printed), see `ITERATION_KEYS`; `curves.png` (success vs iteration
+  and vs wall time) and `report.html` (`chess_sim.report`), redrawn at each validation; the final validation
+  keeps `report_videos` episode videos for the report; with `tensorboard`, the same scalars in `tensorboard/`;
 - `check.json`, `check.md`: the self-check, run on the first rollout before the first update;
 - `iter_XXXX/` every `save_every` iterations, `last/` every iteration, `best/` (best validation success, a later
   iteration wins ties): each a policy directory (`chess-sim eval --policy` loads it) plus `rl_state.pt`
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from chess_sim import atomic, jsonl, plots
+from chess_sim import atomic, jsonl, plots, report
 from chess_sim.config import EnvConfig, EvalConfig, RewardConfig, RLConfig
 from chess_sim.rl.check import self_check, write_report
 from chess_sim.rl.flow_rl import FlowRL
@@ -31,7 +32,7 @@ from chess_sim.rl.storage import Storage
 from chess_sim.summary import summarize
 
 SUMMARY_KEYS = ("episodes", "success", "return", "clean_lift", "disturbed", "toppled", "success_pawn",
-                "success_knight", "close_mm_median")
+                "success_pawn_ci", "success_knight", "success_knight_ci", "close_mm_median", "ends")
 """The summary keys logged with `train_` / `val_` prefixes (DESIGN.md)."""
 ITERATION_KEYS = ("iteration", "decisions", "rollout_s", "rollout_parts", "update_s", "sigma_mean", "kl", "approx_kl",
                   "clipfrac", "pg_loss", "v_loss", "grad_norm", "explained_variance", "epochs_done", "kl_stop",
@@ -105,12 +106,13 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
         atomic.write_text(out / "args.json", json.dumps(args, indent=2) + "\n")
         _checkpoint(out, "last", model, optimizer, generator, state)  # resumable from the first second
     train_env = replace(env_cfg, early_stop=True)
+    scalars = _tensorboard(out) if cfg.tensorboard else None
     started = time.perf_counter() - state["elapsed_s"]
     line: dict = {}
     if not (out / "log.jsonl").is_file() or not (out / "log.jsonl").read_text().strip():
         line = {"iteration": 0, **_validate(model, out, 0, cfg, env_cfg), "elapsed_s": time.perf_counter() - started}
         state["best"] = line["val_success"]
-        _log(out, line)
+        _log(out, line, scalars)
         _checkpoint(out, "best", model, optimizer, generator, state)
     # Ctrl-C or a kill loses at most the iteration in progress: `last` is written after every iteration, after
     # its log line, so a resume repeats exactly that iteration (same scenes, noise and minibatch order).
@@ -136,12 +138,13 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
                     **_prefixed("train", summarize(rows)), "restarts": vec.restarts}
             out_of_time = cfg.minutes > 0 and time.perf_counter() - started >= 60 * cfg.minutes
             improved = False
-            if iteration % cfg.val_every == 0 or iteration == cfg.iterations or out_of_time:
-                line.update(_validate(model, out, iteration, cfg, env_cfg))
+            final = iteration == cfg.iterations or out_of_time
+            if iteration % cfg.val_every == 0 or final:
+                line.update(_validate(model, out, iteration, cfg, env_cfg, cfg.report_videos if final else 0))
                 improved = line["val_success"] >= state["best"]
                 state["best"] = max(state["best"], line["val_success"])
             line["elapsed_s"] = state["elapsed_s"] = time.perf_counter() - started
-            _log(out, line)
+            _log(out, line, scalars)
             _checkpoint(out, "last", model, optimizer, generator, state)
             if improved:
                 _checkpoint(out, "best", model, optimizer, generator, state)
@@ -149,6 +152,8 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
                 _checkpoint(out, f"iter_{iteration:04d}", model, optimizer, generator, state)
             if out_of_time:
                 break
+    if scalars is not None:
+        scalars.close()
     return {**line, "best_val_success": state["best"], "out": str(out)}
 
 
@@ -172,11 +177,11 @@ def _prefixed(prefix: str, summary: dict) -> dict:
     return {f"{prefix}_{key}": summary.get(key) for key in SUMMARY_KEYS}
 
 
-def _validate(model: FlowRL, out: Path, iteration: int, cfg: RLConfig, env_cfg: EnvConfig) -> dict:
+def _validate(model: FlowRL, out: Path, iteration: int, cfg: RLConfig, env_cfg: EnvConfig, videos: int = 0) -> dict:
     from chess_sim.eval import EvalError, validate
 
     began = time.perf_counter()
-    eval_cfg = EvalConfig(episodes=cfg.val_episodes, seed=cfg.val_seed, envs=cfg.envs)
+    eval_cfg = EvalConfig(episodes=cfg.val_episodes, seed=cfg.val_seed, envs=cfg.envs, videos=videos)
     try:
         summary = validate(model.policy, out / "val" / f"iter_{iteration:04d}", eval_cfg, env_cfg,
                            f"{out.name} iteration {iteration}")
@@ -215,8 +220,30 @@ def _trim_log(path: Path, iteration: int) -> None:
     jsonl.keep(path, lambda line: isinstance(line.get("iteration"), int) and line["iteration"] <= iteration)
 
 
-def _log(out: Path, line: dict) -> None:
+def _log(out: Path, line: dict, scalars=None) -> None:
     print(json.dumps(line), flush=True)
     jsonl.append(out / "log.jsonl", line)
-    if "val_success" in line:  # the curve is redrawn at each validation, so a run can be watched
+    if "val_success" in line:  # redrawn at each validation, so a run can be watched
         plots.write_png(out / "curves.png", plots.rl_figure(jsonl.read(out / "log.jsonl")))
+        report.build_report(out)
+    if scalars is not None:
+        for name, value in _flat(line).items():
+            scalars.add_scalar(name, value, line["iteration"])
+        scalars.flush()
+
+
+def _tensorboard(out: Path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    return SummaryWriter(str(out / "tensorboard"))
+
+
+def _flat(line: dict, prefix: str = "") -> dict[str, float]:
+    """The numbers of a log line as TensorBoard tags (`rollout_parts/env`, `val_ends/success`, ...)."""
+    flat: dict[str, float] = {}
+    for key, value in line.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}/"))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and key != "iteration":
+            flat[f"{prefix}{key}"] = float(value)
+    return flat
