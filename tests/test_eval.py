@@ -51,6 +51,14 @@ def test_same_command_twice_gives_identical_files(policy_dir, first_run, tmp_pat
         assert (again / name).read_bytes() == (out / name).read_bytes()
 
 
+def test_early_stop_changes_no_outcome_only_the_length(policy_dir, first_run, tmp_path):
+    _, _, rows = first_run
+    _, full, _ = evaluate(policy_dir, tmp_path / "full", EvalConfig(episodes=3, envs=2, early_stop=False), ENV)
+    assert [row["end"] for row in full] == [row["end"] for row in rows]
+    assert all(a["seconds"] <= b["seconds"] for a, b in zip(rows, full))
+    assert any(row["end"] not in ("success", "timeout") for row in rows), "no failure tested the early stop"
+
+
 def test_csv_and_summary_schema(first_run):
     out, summary, rows = first_run
     with open(out / "episodes.csv", newline="") as handle:

@@ -122,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--noise", type=_noise, nargs="?", const=(0.2, 0.002), metavar="START,END",
                             help="stochastic ReinFlow sampling with these noise sizes (default 0.2,0.002)")
     evaluation.add_argument("--check-expert", action="store_true", help="mark scenes the expert cannot solve")
+    evaluation.add_argument("--full-episodes", action="store_true",
+                            help="run failing episodes to the time limit instead of ending them once settled")
     evaluation.add_argument("--profile", choices=sorted(PROFILES), default="baseline")
     evaluation.add_argument("--resume", action="store_true", help="finish an interrupted evaluation in --out")
     evaluation.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"),
@@ -291,6 +293,7 @@ def cmd_eval(args: argparse.Namespace) -> dict:
         raise UsageError("eval needs --policy DIR|expert and --out DIR (or --compare A B)")
     _check_output_dir(args.out)
     cfg = EvalConfig(episodes=args.episodes, seed=args.seed, envs=args.envs, videos=args.video, noise=args.noise,
+                     early_stop=not args.full_episodes,
                      check_expert=args.check_expert)
     try:
         summary, _, timing = evaluate(args.policy, args.out, cfg, profile(args.profile), resume=args.resume)

@@ -267,6 +267,9 @@ class EvalConfig:
     """(sigma_start, sigma_end) of the stochastic ReinFlow sampler; None: the deterministic ODE sampler."""
     check_expert: bool = False
     """Also run the scripted expert on a copy of each scene's start, to mark scenes it cannot solve."""
+    early_stop: bool = True
+    """End an episode once its outcome is settled (a topple or a disturbed neighbour, which cannot be undone, or
+    the piece dropped off the board): the same end, sooner. False runs every failing episode to the limit."""
 
 
 @dataclass(frozen=True)

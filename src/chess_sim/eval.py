@@ -144,7 +144,7 @@ def _run(policy, todo: list[int], out: Path, cfg: EvalConfig, env_cfg: EnvConfig
     if not is_expert:
         # The simulators need the cores more than the policy does; the workers run single-threaded.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) - cfg.envs + 1))
-    env_cfg = replace(env_cfg, render=not is_expert)
+    env_cfg = replace(env_cfg, render=not is_expert, early_stop=cfg.early_stop)
     options = {"check_expert": True} if cfg.check_expert else {}
     bar = Progress(len(todo), "eval")
     clock: dict = {}
