@@ -25,7 +25,7 @@ done
 stamp=.venv/.chess-sim-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e '.[dev]'
+    .venv/bin/python -m pip install -q -e '.[dev,ray]'
     touch "$stamp"
 fi
 echo "setup: ready (.venv)"

@@ -1,4 +1,6 @@
-"""VecChessEnv: parallel workers match a local env; a killed worker is restarted and its episode re-run."""
+"""VecChessEnv, on both backends (worker processes and Ray actors on a local 2-CPU Ray instance): parallel
+simulators match a local env; a killed worker is replaced and its episode re-run; a refused command is raised;
+a Ray address where no cluster answers is a one-line error."""
 
 import os
 import signal
@@ -9,15 +11,28 @@ import pytest
 
 from chess_sim.config import CameraConfig, profile
 from chess_sim.sim.env import ChessEnv
-from chess_sim.sim.vec_env import VecChessEnv
+from chess_sim.sim.vec_env import VecChessEnv, make_vec_env
 
 CFG = replace(profile("baseline"), camera=CameraConfig(64, 64))
 SEED = 7_700_003
 
 
 @pytest.fixture(scope="module")
-def vec():
-    environments = VecChessEnv(2, CFG, seconds=4.0)
+def ray_cluster():
+    import ray
+
+    from chess_sim.sim.ray_env import connect
+
+    connect(num_cpus=2)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module", params=["local", "ray"])
+def vec(request):
+    if request.param == "ray":
+        request.getfixturevalue("ray_cluster")
+    environments = make_vec_env(2, CFG, seconds=4.0, backend=request.param)
     yield environments
     environments.close()
 
@@ -69,3 +84,18 @@ def test_a_refused_command_is_raised_not_restarted(vec):
     with pytest.raises(RuntimeError, match="ValueError: action contains NaN"):
         vec.step_many({0: np.full((50, 6), np.nan)})
     assert vec.restarts == before
+
+
+def test_an_unknown_backend_is_refused():
+    with pytest.raises(ValueError, match="unknown simulator backend 'mpi'"):
+        make_vec_env(1, CFG, backend="mpi")
+
+
+@pytest.mark.parametrize("address, words", [("127.0.0.1:1", "no Ray cluster answers at 127.0.0.1:1"),
+                                            ("nowhere", "must be auto or HOST:PORT")])
+def test_a_ray_address_without_a_cluster_is_a_one_line_error(address, words):
+    from chess_sim.sim.ray_env import RayBackendError, connect
+
+    with pytest.raises(RayBackendError, match=words) as caught:
+        connect(address)
+    assert "\n" not in str(caught.value)

@@ -4,7 +4,8 @@
 command first and then collect the answers, so the simulators run in parallel. A worker that dies (crash,
 kill) is restarted and its episode reset from the start: its answer then carries `info["restarted"] = True`
 with the fresh reset observation (reward 0, not done), the caller drops what it had of that episode, and
-`restarts` counts it.
+`restarts` counts it. `make_vec_env(..., backend="ray")` gives the same contract over Ray actors
+(`ray_env.py`): only the transport (`_start`, `_exchange`, `_stop`, `close`, `pid`) differs.
 """
 
 from __future__ import annotations
@@ -37,24 +38,33 @@ class WorkerError:
 
 
 def _serve(connection, cfg: EnvConfig, reward: RewardConfig | None) -> None:
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    from chess_sim.sim.env import ChessEnv
-
-    env = ChessEnv(cfg, reward)
+    env = make_env(cfg, reward)
     try:
         while True:
             command, payload = connection.recv()
             if command == "close":
                 break
-            try:
-                answer = _answer(env, command, payload)
-            except Exception as error:  # noqa: BLE001 - reported to the caller, which decides
-                answer = WorkerError(f"{type(error).__name__}: {error}")
-            connection.send(answer)
+            connection.send(answer(env, command, payload))
     except (EOFError, KeyboardInterrupt):
         pass
     finally:
         env.close()
+
+
+def make_env(cfg: EnvConfig, reward: RewardConfig | None):
+    """The simulator a worker serves (rendering through EGL unless the caller chose another backend)."""
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    from chess_sim.sim.env import ChessEnv
+
+    return ChessEnv(cfg, reward)
+
+
+def answer(env, command: str, payload):
+    """A worker's answer to one command, or a `WorkerError` when the simulator refused or failed it."""
+    try:
+        return _answer(env, command, payload)
+    except Exception as error:  # noqa: BLE001 - reported to the caller, which decides
+        return WorkerError(f"{type(error).__name__}: {error}")
 
 
 def _answer(env, command: str, payload):
@@ -68,6 +78,21 @@ def _answer(env, command: str, payload):
     info["render_s"] = env.render_seconds - rendered
     info["physics_s"] = time.perf_counter() - started - info["render_s"]
     return answer
+
+
+BACKENDS = ("local", "ray")
+"""Where the simulators run: worker processes on this machine, or Ray actors anywhere in a cluster."""
+
+
+def make_vec_env(n: int, cfg: EnvConfig, seconds: float | None = None, reward: RewardConfig | None = None,
+                 backend: str = "local") -> "VecChessEnv":
+    if backend == "ray":
+        from chess_sim.sim.ray_env import RayVecChessEnv
+
+        return RayVecChessEnv(n, cfg, seconds, reward)
+    if backend != "local":
+        raise ValueError(f"unknown simulator backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    return VecChessEnv(n, cfg, seconds, reward)
 
 
 class VecChessEnv:
@@ -151,17 +176,18 @@ class VecChessEnv:
                 except (EOFError, ConnectionResetError, OSError):
                     answer = None
             answers[worker] = answer
-        for worker, answer in answers.items():
-            if isinstance(answer, WorkerError):
-                raise RuntimeError(f"simulator worker {worker}: {answer.message}")
+        raise_worker_errors(answers)
         return answers
 
-    def _restarted(self, worker: int) -> tuple[dict, dict]:
+    def _stop(self, worker: int) -> None:
         process, connection = self._workers[worker]
         connection.close()
         process.join(timeout=1.0)
         if process.is_alive():
             process.kill()
+
+    def _restarted(self, worker: int) -> tuple[dict, dict]:
+        self._stop(worker)
         self.restarts += 1
         self._start(worker)
         answer = self._exchange({worker: ("reset", self._jobs[worker])})[worker]
@@ -186,3 +212,9 @@ class VecChessEnv:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def raise_worker_errors(answers: dict[int, object]) -> None:
+    for worker, answer in answers.items():
+        if isinstance(answer, WorkerError):
+            raise RuntimeError(f"simulator worker {worker}: {answer.message}")

@@ -1,0 +1,112 @@
+"""The Ray backend of `VecChessEnv`: each simulator is a Ray actor, placed anywhere in a cluster.
+
+The contract is VecChessEnv's (`reset_many`, `step_many`, `expert_many`, `restarts`, `close`): commands go out
+to every named actor first and the answers (observations travel in Ray's object store) are gathered after, so
+the simulators run in parallel. An actor lost with its process or node is replaced by a new one, which resets
+its episode from the start (`info["restarted"]`), exactly as a dead local worker. Same scenes and same outcomes
+as the local backend: each actor runs the same `ChessEnv`, and the policy stays in the driver.
+
+`connect(address)` starts a local Ray instance (address None) or joins a cluster (`auto`, or HOST:PORT, which is
+checked to answer first: Ray itself waits minutes on an address where nothing listens).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from chess_sim.config import EnvConfig, RewardConfig
+from chess_sim.sim import vec_env
+
+
+class RayBackendError(Exception):
+    """Ray is missing or its cluster cannot be reached (one-line message for the CLI)."""
+
+
+def connect(address: str | None = None, num_cpus: int | None = None) -> None:
+    """Join the Ray cluster at `address` (None: start a local one with `num_cpus`); a no-op when connected."""
+    try:
+        import ray
+    except ImportError:
+        raise RayBackendError("the ray backend needs Ray: pip install 'chess-sim[ray]'") from None
+    if address not in (None, "auto"):
+        _check_reachable(address)
+    if ray.is_initialized():
+        return
+    options = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        if address is None:
+            ray.init(num_cpus=num_cpus, **options)
+        else:
+            ray.init(address=address, **options)
+    except ConnectionError as error:
+        raise RayBackendError(f"cannot join a Ray cluster at {address!r}: {str(error).splitlines()[0]}") from None
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise RayBackendError(f"--ray-address must be auto or HOST:PORT, got {address!r}")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            pass
+    except OSError as error:
+        raise RayBackendError(f"no Ray cluster answers at {address} ({error.strerror or error})") from None
+
+
+class _Simulator:
+    """The actor: one ChessEnv answering VecChessEnv's commands."""
+
+    def __init__(self, cfg: EnvConfig, reward: RewardConfig | None):
+        self.env = vec_env.make_env(cfg, reward)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def answer(self, command: str, payload):
+        return vec_env.answer(self.env, command, payload)
+
+
+class RayVecChessEnv(vec_env.VecChessEnv):
+    """`n` simulators as Ray actors of `cpus` CPUs each, in the cluster `connect` joined (a local Ray instance
+    if none)."""
+
+    def __init__(self, n: int, cfg: EnvConfig, seconds: float | None = None, reward: RewardConfig | None = None,
+                 cpus: float = 1.0):
+        import ray
+
+        connect()
+        self._actor_class = ray.remote(num_cpus=cpus, max_restarts=0)(_Simulator)
+        super().__init__(n, cfg, seconds, reward)
+
+    def _start(self, worker: int) -> None:
+        self._workers[worker] = self._actor_class.remote(self.cfg, self.reward)
+
+    def pid(self, worker: int) -> int:
+        import ray
+
+        return ray.get(self._workers[worker].pid.remote())
+
+    def _exchange(self, messages: dict[int, tuple]) -> dict[int, object]:
+        """Submit all, then gather all; a lost actor answers None (after being replaced)."""
+        import ray
+
+        pending = {worker: self._workers[worker].answer.remote(*message) for worker, message in messages.items()}
+        answers = {}
+        for worker, reference in pending.items():
+            try:
+                answers[worker] = ray.get(reference)
+            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError):
+                answers[worker] = None
+        vec_env.raise_worker_errors(answers)
+        return answers
+
+    def _stop(self, worker: int) -> None:
+        import ray
+
+        ray.kill(self._workers[worker], no_restart=True)
+
+    def close(self) -> None:
+        for worker in range(self.n):
+            if self._workers[worker] is not None:
+                self._stop(worker)
