@@ -94,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     record.add_argument("--keep-failures", action="store_true", help="save failed expert episodes too")
     record.add_argument("--resume", action="store_true", help="continue an interrupted recording in --out")
     record.add_argument("--inspect", type=Path, metavar="DIR", help="describe an existing dataset instead")
+    _add_backend(record)
     record.add_argument("--json", type=Path, help="write the summary as JSON here")
 
     train = verbs.add_parser("train", help="imitation training of a flow policy on a LeRobot dataset")
@@ -129,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"),
                             help="paired comparison of two evaluation folders instead")
     evaluation.add_argument("--json", type=Path, help="write the summary as JSON here")
+    _add_backend(evaluation)
 
     rl = verbs.add_parser("rl", help="RL fine-tuning: PPO over action chunks with ReinFlow noise")
     rl_check = verbs.add_parser("rl-check", help="the likelihood and determinism self-check on a short rollout")
@@ -140,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
                                   "explicit flags win over it")
         command.add_argument("--env-profile", choices=sorted(PROFILES), default="baseline")
         command.add_argument("--json", type=Path, help="write the summary as JSON here")
+        _add_backend(command)
         for field in dataclasses.fields(RLConfig):
             flag = "--" + field.name.replace("_", "-")
             if field.type == "bool":
@@ -154,6 +157,28 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run", type=Path, help="an RL run, a training run or an evaluation directory")
     report.add_argument("--out", type=Path, help="the page (default RUN/report.html)")
     return parser
+
+
+def _add_backend(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--backend", choices=["local", "ray"], default="local",
+                         help="simulators in local worker processes, or as Ray actors (a local Ray instance unless "
+                              "--ray-address)")
+    command.add_argument("--ray-address", metavar="auto|HOST:PORT",
+                         help="join this Ray cluster (implies --backend ray); auto: the one `ray start` began here")
+
+
+def _backend(args: argparse.Namespace) -> str:
+    """The simulator backend asked for; joins (or starts) the Ray cluster first, so a bad address fails before any
+    work is done."""
+    if args.backend != "ray" and args.ray_address is None:
+        return "local"
+    from chess_sim.sim.ray_env import RayBackendError, connect
+
+    try:
+        connect(args.ray_address)
+    except RayBackendError as error:
+        raise UsageError(str(error)) from None
+    return "ray"
 
 
 def _field_help(cls, name: str) -> str:
@@ -240,7 +265,7 @@ def cmd_record(args: argparse.Namespace) -> dict:
         _check_output_dir(args.out)
         rec = RecordConfig(recovery_fraction=args.recovery, keep_failures=args.keep_failures)
         summary = record(args.out, profile(args.profile), rec, args.seed, args.episodes or 0,
-                         workers=args.workers, resume=args.resume)
+                         workers=args.workers, resume=args.resume, backend=_backend(args))
     except RecordError as error:
         raise UsageError(str(error)) from None
     print(f"saved {summary['episodes_saved']} episodes ({summary['episodes_failed']} expert failures not saved, "
@@ -296,7 +321,8 @@ def cmd_eval(args: argparse.Namespace) -> dict:
                      early_stop=not args.full_episodes,
                      check_expert=args.check_expert)
     try:
-        summary, _, timing = evaluate(args.policy, args.out, cfg, profile(args.profile), resume=args.resume)
+        summary, _, timing = evaluate(args.policy, args.out, cfg, profile(args.profile), resume=args.resume,
+                                      backend=_backend(args))
     except EvalError as error:
         raise UsageError(str(error)) from None
     print(outcome_table(summary))
@@ -337,7 +363,7 @@ def cmd_rl(args: argparse.Namespace) -> dict:
     _check_output_dir(args.out)
     cfg = _rl_config(args)
     try:
-        return run(args.policy, args.out, cfg, profile(args.env_profile), resume=args.resume)
+        return run(args.policy, args.out, cfg, profile(args.env_profile), resume=args.resume, backend=_backend(args))
     except RLError as error:
         raise UsageError(str(error)) from None
 
@@ -345,7 +371,7 @@ def cmd_rl(args: argparse.Namespace) -> dict:
 def cmd_rl_check(args: argparse.Namespace) -> dict:
     from chess_sim.rl.check import self_check, write_report
     from chess_sim.rl.train import RLError, build, collect
-    from chess_sim.sim.vec_env import VecChessEnv
+    from chess_sim.sim.vec_env import make_vec_env
 
     _check_output_dir(args.out)
     cfg = _rl_config(args)
@@ -357,7 +383,7 @@ def cmd_rl_check(args: argparse.Namespace) -> dict:
 
     generator = torch.Generator().manual_seed(cfg.seed)
     env_cfg = dataclasses.replace(profile(args.env_profile), early_stop=True)
-    with VecChessEnv(min(cfg.envs, cfg.episodes), env_cfg) as vec:
+    with make_vec_env(min(cfg.envs, cfg.episodes), env_cfg, backend=_backend(args)) as vec:
         storage, _, _ = collect(model, vec, cfg, 0, generator)
     result = self_check(model, storage, cfg.lr, cfg.clip)
     write_report(result, args.out)

@@ -70,9 +70,10 @@ class Timing:
 
 
 def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: bool = False,
-             label: str | None = None) -> tuple[dict, list[dict], Timing]:
+             label: str | None = None, backend: str = "local") -> tuple[dict, list[dict], Timing]:
     """Run (or finish) an evaluation of `policy` (a policy directory, "expert", or a FlowPolicy object named by
-    `label`) into `out`; returns (summary, rows in index order, timing)."""
+    `label`) into `out`, the simulators on `backend` (`sim.vec_env.BACKENDS`; outcomes do not depend on it);
+    returns (summary, rows in index order, timing)."""
     out = Path(out)
     is_object = not isinstance(policy, (str, Path))
     arguments = {"policy": label if is_object else str(policy), "eval": asdict(cfg), "env": asdict(env_cfg)}
@@ -84,7 +85,7 @@ def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: boo
     started = time.perf_counter()
     if todo:
         try:
-            _run(policy, todo, out, cfg, env_cfg, rows, timing)
+            _run(policy, todo, out, cfg, env_cfg, rows, timing, backend)
         finally:
             torch.set_num_threads(torch_threads)
     timing.total_s = time.perf_counter() - started
@@ -100,11 +101,11 @@ def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: boo
     return summary, ordered, timing
 
 
-def validate(policy, directory: Path, cfg: EvalConfig, env_cfg: EnvConfig, label: str) -> dict:
+def validate(policy, directory: Path, cfg: EvalConfig, env_cfg: EnvConfig, label: str, backend: str = "local") -> dict:
     """A validation during training: evaluate the policy object into `directory` afresh (whatever an
     interrupted attempt left there is removed first); returns the summary."""
     shutil.rmtree(directory, ignore_errors=True)
-    summary, _, _ = evaluate(policy, directory, cfg, env_cfg, label=label)
+    summary, _, _ = evaluate(policy, directory, cfg, env_cfg, label=label, backend=backend)
     return summary
 
 
@@ -136,9 +137,10 @@ def _prepare_out(out: Path, arguments: dict, resume: bool) -> dict[int, dict]:
     return {row["index"]: row for row in jsonl.keep(out / "progress.jsonl", lambda row: "index" in row)}
 
 
-def _run(policy, todo: list[int], out: Path, cfg: EvalConfig, env_cfg: EnvConfig, rows: dict, timing: Timing):
+def _run(policy, todo: list[int], out: Path, cfg: EvalConfig, env_cfg: EnvConfig, rows: dict, timing: Timing,
+         backend: str):
     from chess_sim.scheduler import drive
-    from chess_sim.sim.vec_env import VecChessEnv
+    from chess_sim.sim.vec_env import make_vec_env
 
     is_expert = policy == EXPERT
     if not is_expert:
@@ -148,7 +150,7 @@ def _run(policy, todo: list[int], out: Path, cfg: EvalConfig, env_cfg: EnvConfig
     options = {"check_expert": True} if cfg.check_expert else {}
     bar = Progress(len(todo), "eval")
     clock: dict = {}
-    with VecChessEnv(min(cfg.envs, len(todo)), env_cfg) as vec:
+    with make_vec_env(min(cfg.envs, len(todo)), env_cfg, backend=backend) as vec:
         driver = _EvalDriver(policy, out, cfg, env_cfg, rows, out / "progress.jsonl", bar, timing)
         drive(vec, cfg.seed, todo, driver, options, clock)
         timing.restarts = vec.restarts

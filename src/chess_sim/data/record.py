@@ -239,9 +239,10 @@ def _roll_back_to_commit(root: Path, progress: Progress) -> None:
 
 
 def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: int, workers: int = 2,
-           resume: bool = False, stop_after: int | None = None) -> dict:
-    """Record scenes `(seed, 0..episodes-1)` into `root`; returns a summary. `stop_after` saves at most that
-    many episodes in this call (tests of resumption use it)."""
+           resume: bool = False, stop_after: int | None = None, backend: str = "local") -> dict:
+    """Record scenes `(seed, 0..episodes-1)` into `root` with `workers` simulators (processes, or Ray actors with
+    `backend="ray"`); returns a summary. `stop_after` saves at most that many episodes in this call (tests of
+    resumption use it)."""
     from chess_sim.progress import Progress as Bar
 
     from lerobot.configs.video import RGBEncoderConfig
@@ -256,7 +257,7 @@ def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: i
     timing = {"physics_s": 0.0, "render_s": 0.0, "encode_s": 0.0}
     frames = 0
     saved_now = 0
-    episodes_out = ordered_map(_worker_record, jobs, workers, _init_worker, (cfg, rec))
+    episodes_out = ordered_map(_worker_record, jobs, workers, _init_worker, (cfg, rec), backend=backend)
     try:
         with closing(episodes_out):
             for episode in episodes_out:

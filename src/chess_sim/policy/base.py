@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -115,12 +116,13 @@ def flow_matching_loss(policy: FlowPolicy, prefix: Any, actions: torch.Tensor, n
 
 def observation_batch(observations: list[dict], instructions: list[str]) -> dict[str, Any]:
     """Env observations (`pixels` HxWx3 uint8, `agent_pos` (6,)) -> a policy batch with LeRobot's names."""
+    # np.stack copies into a writable array: observations from Ray's object store are read-only views
     def images(name):
-        stacked = torch.stack([torch.from_numpy(obs["pixels"][name]) for obs in observations])
+        stacked = torch.from_numpy(np.stack([obs["pixels"][name] for obs in observations]))
         return stacked.permute(0, 3, 1, 2).float() / 255.0
 
     return {"observation.images.front": images("front"), "observation.images.wrist": images("wrist"),
-            "observation.state": torch.stack([torch.from_numpy(obs["agent_pos"]) for obs in observations]),
+            "observation.state": torch.from_numpy(np.stack([obs["agent_pos"] for obs in observations])),
             "task": list(instructions)}
 
 

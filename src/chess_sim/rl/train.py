@@ -78,10 +78,11 @@ def collect(model: FlowRL, vec, cfg: RLConfig, first_index: int, generator: torc
 
 
 def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: RewardConfig | None = None,
-        resume: bool = False) -> dict:
-    """A whole run (or the rest of one); returns the final log line plus `best_val_success`."""
+        resume: bool = False, backend: str = "local") -> dict:
+    """A whole run (or the rest of one), the simulators on `backend` (`sim.vec_env.BACKENDS`, the learner in
+    this process); returns the final log line plus `best_val_success`."""
     from chess_sim.progress import Progress
-    from chess_sim.sim.vec_env import VecChessEnv
+    from chess_sim.sim.vec_env import make_vec_env
 
     reward = reward or RewardConfig()
     out = Path(out)
@@ -110,13 +111,14 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
     started = time.perf_counter() - state["elapsed_s"]
     line: dict = {}
     if not (out / "log.jsonl").is_file() or not (out / "log.jsonl").read_text().strip():
-        line = {"iteration": 0, **_validate(model, out, 0, cfg, env_cfg), "elapsed_s": time.perf_counter() - started}
+        line = {"iteration": 0, **_validate(model, out, 0, cfg, env_cfg, 0, backend),
+                "elapsed_s": time.perf_counter() - started}
         state["best"] = line["val_success"]
         _log(out, line, scalars)
         _checkpoint(out, "best", model, optimizer, generator, state)
     # Ctrl-C or a kill loses at most the iteration in progress: `last` is written after every iteration, after
     # its log line, so a resume repeats exactly that iteration (same scenes, noise and minibatch order).
-    with VecChessEnv(cfg.envs, train_env, reward=reward) as vec:
+    with make_vec_env(cfg.envs, train_env, reward=reward, backend=backend) as vec:
         while state["iteration"] < cfg.iterations:
             iteration = state["iteration"] + 1
             bar = Progress(cfg.episodes, f"iteration {iteration} rollout")
@@ -140,7 +142,7 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
             improved = False
             final = iteration == cfg.iterations or out_of_time
             if iteration % cfg.val_every == 0 or final:
-                line.update(_validate(model, out, iteration, cfg, env_cfg, cfg.report_videos if final else 0))
+                line.update(_validate(model, out, iteration, cfg, env_cfg, cfg.report_videos if final else 0, backend))
                 improved = line["val_success"] >= state["best"]
                 state["best"] = max(state["best"], line["val_success"])
             line["elapsed_s"] = state["elapsed_s"] = time.perf_counter() - started
@@ -177,14 +179,15 @@ def _prefixed(prefix: str, summary: dict) -> dict:
     return {f"{prefix}_{key}": summary.get(key) for key in SUMMARY_KEYS}
 
 
-def _validate(model: FlowRL, out: Path, iteration: int, cfg: RLConfig, env_cfg: EnvConfig, videos: int = 0) -> dict:
+def _validate(model: FlowRL, out: Path, iteration: int, cfg: RLConfig, env_cfg: EnvConfig, videos: int = 0,
+              backend: str = "local") -> dict:
     from chess_sim.eval import EvalError, validate
 
     began = time.perf_counter()
     eval_cfg = EvalConfig(episodes=cfg.val_episodes, seed=cfg.val_seed, envs=cfg.envs, videos=videos)
     try:
         summary = validate(model.policy, out / "val" / f"iter_{iteration:04d}", eval_cfg, env_cfg,
-                           f"{out.name} iteration {iteration}")
+                           f"{out.name} iteration {iteration}", backend)
     except EvalError as error:
         raise RLError(str(error)) from None
     return {**_prefixed("val", summary), "val_success_ci": summary["success_ci"],

@@ -69,12 +69,17 @@ def run_expert_episodes(cfg: EnvConfig, seed: int, episodes: int, workers: int =
 
 
 def ordered_map(fn: Callable, jobs: Iterable, workers: int, initializer: Callable, initargs: tuple,
-                in_flight_per_worker: int = 2) -> Iterator:
+                in_flight_per_worker: int = 2, backend: str = "local") -> Iterator:
     """`fn(job)` for every job, yielded in job order: in this process when `workers <= 1`, else on a pool of
     spawned worker processes (each set up once by `initializer(*initargs)`: one simulator per process).
     At most `in_flight_per_worker * workers` jobs are outstanding, so results (a recorded episode holds up
     to ~240 MB of frames) never pile up faster than the caller consumes them. Closing the iterator early
-    terminates the pool."""
+    terminates the pool. `backend="ray"`: the workers are Ray actors (`ray_env.ordered_map`)."""
+    if backend == "ray":
+        from chess_sim.sim.ray_env import ordered_map as ray_ordered_map
+
+        yield from ray_ordered_map(fn, jobs, workers, initializer, initargs, in_flight_per_worker)
+        return
     if workers <= 1:
         initializer(*initargs)
         yield from map(fn, jobs)

@@ -110,3 +110,51 @@ class RayVecChessEnv(vec_env.VecChessEnv):
         for worker in range(self.n):
             if self._workers[worker] is not None:
                 self._stop(worker)
+
+
+class _Runner:
+    """The actor of `ordered_map`: set up once by `initializer(*initargs)`, then runs `fn(job)`."""
+
+    def __init__(self, initializer, initargs: tuple):
+        initializer(*initargs)
+
+    def run(self, fn, job):
+        return fn(job)
+
+
+def ordered_map(fn, jobs, workers: int, initializer, initargs: tuple, in_flight_per_worker: int = 2,
+                cpus: float = 1.0):
+    """`sim.episodes.ordered_map` over Ray actors: `fn(job)` for every job, yielded in job order, at most
+    `in_flight_per_worker * workers` outstanding; a job whose actor is lost runs again on a replacement."""
+    import itertools
+    from collections import deque
+
+    import ray
+
+    connect()
+    runner = ray.remote(num_cpus=cpus, max_restarts=0)(_Runner)
+    actors = [runner.remote(initializer, initargs) for _ in range(workers)]
+    jobs = iter(jobs)
+    pending: deque = deque()
+    turn = itertools.count()
+
+    def submit(job, slot: int) -> None:
+        pending.append((job, slot, actors[slot].run.remote(fn, job)))
+
+    try:
+        for job in itertools.islice(jobs, in_flight_per_worker * workers):
+            submit(job, next(turn) % workers)
+        while pending:
+            job, slot, reference = pending.popleft()
+            try:
+                result = ray.get(reference)
+            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError):
+                actors[slot] = runner.remote(initializer, initargs)
+                pending.appendleft((job, slot, actors[slot].run.remote(fn, job)))
+                continue
+            for job in itertools.islice(jobs, 1):
+                submit(job, next(turn) % workers)
+            yield result
+    finally:
+        for actor in actors:
+            ray.kill(actor, no_restart=True)
