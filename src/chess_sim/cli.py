@@ -14,87 +14,45 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from chess_sim import atomic  # noqa: E402
+from chess_sim import atomic, cli_args  # noqa: E402
+from chess_sim.cli_args import UsageError  # noqa: E402
 from chess_sim.config import (PROFILES, RL_PROFILES, TEST_SEED, TRAIN_SEED, EvalConfig, RecordConfig, RLConfig,  # noqa: E402
                               TrainConfig, profile)  # noqa: E402
 
 
-class UsageError(Exception):
-    """Bad input from the user: reported in one line, exit code 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse's own errors, in our one-line form
-        raise UsageError(message)
-
-
-def _whole(minimum: int):
-    """argparse type: a whole number >= minimum, with a one-line message otherwise."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected a number >= {minimum}, got {value}")
-        return value
-    return parse
-
-
-_positive = _whole(1)
-_non_negative = _whole(0)
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {value}")
-    return value
-
-
-def _seed(text: str) -> int:
-    value = _non_negative(text.replace("_", ""))
-    if value >= 2**63:
-        raise argparse.ArgumentTypeError(f"seed too large: {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="chess-sim", description="SO-101 chess manipulation in MuJoCo.")
-    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+    parser = cli_args.Parser(prog="chess-sim", description="SO-101 chess manipulation in MuJoCo.")
+    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=cli_args.Parser)
 
     scene = verbs.add_parser("scene", help="render a scene: both cameras and an overview, as one PNG")
-    scene.add_argument("--seed", type=_seed, default=TEST_SEED)
-    scene.add_argument("--index", type=_non_negative, default=0)
+    scene.add_argument("--seed", type=cli_args.seed, default=TEST_SEED)
+    scene.add_argument("--index", type=cli_args.non_negative, default=0)
     scene.add_argument("--out", type=Path, default=Path("scene.png"))
     scene.add_argument("--profile", choices=sorted(PROFILES), default="baseline")
     scene.add_argument("--json", type=Path, help="write the scene's task as JSON here")
 
     expert = verbs.add_parser("expert", help="run the scripted expert; print an outcome table")
-    expert.add_argument("--episodes", type=_positive, default=10)
-    expert.add_argument("--seed", type=_seed, default=TEST_SEED)
-    expert.add_argument("--workers", type=_positive, default=min(2, os.cpu_count() or 1))
+    expert.add_argument("--episodes", type=cli_args.positive, default=10)
+    expert.add_argument("--seed", type=cli_args.seed, default=TEST_SEED)
+    expert.add_argument("--workers", type=cli_args.positive, default=min(2, os.cpu_count() or 1))
     expert.add_argument("--profile", choices=sorted(PROFILES), default="baseline")
-    expert.add_argument("--video", type=_non_negative, default=0, help="film the first K episodes")
+    expert.add_argument("--video", type=cli_args.non_negative, default=0, help="film the first K episodes")
     expert.add_argument("--out", type=Path, default=Path("runs/expert"),
                         help="folder for videos and episodes.csv")
     expert.add_argument("--json", type=Path, help="write the summary as JSON here")
 
     record = verbs.add_parser("record", help="expert demonstrations -> LeRobot dataset")
-    record.add_argument("--episodes", type=_positive, help="scenes (seed, 0..N-1) to attempt")
-    record.add_argument("--seed", type=_seed, default=TRAIN_SEED)
+    record.add_argument("--episodes", type=cli_args.positive, help="scenes (seed, 0..N-1) to attempt")
+    record.add_argument("--seed", type=cli_args.seed, default=TRAIN_SEED)
     record.add_argument("--out", type=Path, help="dataset directory (must be new or empty, unless --resume)")
-    record.add_argument("--workers", type=_positive, default=min(2, os.cpu_count() or 1))
+    record.add_argument("--workers", type=cli_args.positive, default=min(2, os.cpu_count() or 1))
     record.add_argument("--profile", choices=sorted(PROFILES), default="baseline")
-    record.add_argument("--recovery", type=_fraction, default=RecordConfig.recovery_fraction,
+    record.add_argument("--recovery", type=cli_args.fraction, default=RecordConfig.recovery_fraction,
                         help="share of DART-style recovery demonstrations (noisy execution)")
     record.add_argument("--keep-failures", action="store_true", help="save failed expert episodes too")
     record.add_argument("--resume", action="store_true", help="continue an interrupted recording in --out")
     record.add_argument("--inspect", type=Path, metavar="DIR", help="describe an existing dataset instead")
-    _add_backend(record)
+    cli_args.add_backend(record)
     record.add_argument("--json", type=Path, help="write the summary as JSON here")
 
     train = verbs.add_parser("train", help="imitation training of a flow policy on a LeRobot dataset")
@@ -103,10 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--init", type=Path, help="start from this policy directory (smolvla: required, a LeRobot "
                        "SmolVLA checkpoint such as a downloaded lerobot/smolvla_base)")
     train.add_argument("--out", type=Path, required=True)
-    train.add_argument("--steps", type=_positive, default=TrainConfig.steps)
-    train.add_argument("--batch-size", type=_positive, default=TrainConfig.batch_size)
-    train.add_argument("--val-every", type=_non_negative, default=TrainConfig.val_every)
-    train.add_argument("--val-episodes", type=_non_negative, default=TrainConfig.val_episodes)
+    train.add_argument("--steps", type=cli_args.positive, default=TrainConfig.steps)
+    train.add_argument("--batch-size", type=cli_args.positive, default=TrainConfig.batch_size)
+    train.add_argument("--val-every", type=cli_args.non_negative, default=TrainConfig.val_every)
+    train.add_argument("--val-episodes", type=cli_args.non_negative, default=TrainConfig.val_episodes)
     train.add_argument("--no-recovery", action="store_true",
                        help="leave out the recovery demonstrations (ablation)")
     train.add_argument("--stream", action="store_true",
@@ -115,12 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--json", type=Path, help="write the summary as JSON here")
     evaluation = verbs.add_parser("eval", help="evaluate a policy (or the expert) on fixed scenes")
     evaluation.add_argument("--policy", help="policy directory, or 'expert' for the scripted expert")
-    evaluation.add_argument("--episodes", type=_positive, default=EvalConfig.episodes)
-    evaluation.add_argument("--seed", type=_seed, default=EvalConfig.seed)
+    evaluation.add_argument("--episodes", type=cli_args.positive, default=EvalConfig.episodes)
+    evaluation.add_argument("--seed", type=cli_args.seed, default=EvalConfig.seed)
     evaluation.add_argument("--out", type=Path, help="output folder (new, or this evaluation's with --resume)")
-    evaluation.add_argument("--envs", type=_positive, default=EvalConfig.envs, help="parallel simulators")
-    evaluation.add_argument("--video", type=_non_negative, default=0, help="film the first K episodes")
-    evaluation.add_argument("--noise", type=_noise, nargs="?", const=(0.2, 0.002), metavar="START,END",
+    evaluation.add_argument("--envs", type=cli_args.positive, default=EvalConfig.envs, help="parallel simulators")
+    evaluation.add_argument("--video", type=cli_args.non_negative, default=0, help="film the first K episodes")
+    evaluation.add_argument("--noise", type=cli_args.noise, nargs="?", const=(0.2, 0.002), metavar="START,END",
                             help="stochastic ReinFlow sampling with these noise sizes (default 0.2,0.002)")
     evaluation.add_argument("--check-expert", action="store_true", help="mark scenes the expert cannot solve")
     evaluation.add_argument("--full-episodes", action="store_true",
@@ -130,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"),
                             help="paired comparison of two evaluation folders instead")
     evaluation.add_argument("--json", type=Path, help="write the summary as JSON here")
-    _add_backend(evaluation)
+    cli_args.add_backend(evaluation)
 
     rl = verbs.add_parser("rl", help="RL fine-tuning: PPO over action chunks with ReinFlow noise")
     rl_check = verbs.add_parser("rl-check", help="the likelihood and determinism self-check on a short rollout")
@@ -142,75 +100,21 @@ def build_parser() -> argparse.ArgumentParser:
                                   "explicit flags win over it")
         command.add_argument("--env-profile", choices=sorted(PROFILES), default="baseline")
         command.add_argument("--json", type=Path, help="write the summary as JSON here")
-        _add_backend(command)
+        cli_args.add_backend(command)
         for field in dataclasses.fields(RLConfig):
             flag = "--" + field.name.replace("_", "-")
             if field.type == "bool":
-                command.add_argument(flag, action="store_true", default=None, help=_field_help(RLConfig, field.name))
+                command.add_argument(flag, action="store_true", default=None, help=cli_args.field_help(RLConfig, field.name))
             else:
-                kind = {"int": _non_negative, "float": _non_negative_float, "str": str}[field.type]
-                command.add_argument(flag, type=_seed if field.name.endswith("seed") else kind, default=None,
-                                     help=_field_help(RLConfig, field.name))
+                kind = {"int": cli_args.non_negative, "float": cli_args.non_negative_float, "str": str}[field.type]
+                command.add_argument(flag, type=cli_args.seed if field.name.endswith("seed") else kind, default=None,
+                                     help=cli_args.field_help(RLConfig, field.name))
     rl.add_argument("--resume", action="store_true", help="continue the run in --out from last/")
 
     report = verbs.add_parser("report", help="one HTML page for a run: curves, comparisons, videos, arguments")
     report.add_argument("run", type=Path, help="an RL run, a training run or an evaluation directory")
     report.add_argument("--out", type=Path, help="the page (default RUN/report.html)")
     return parser
-
-
-def _add_backend(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--backend", choices=["local", "ray"], default="local",
-                         help="simulators in local worker processes, or as Ray actors (a local Ray instance unless "
-                              "--ray-address)")
-    command.add_argument("--ray-address", metavar="auto|HOST:PORT",
-                         help="join this Ray cluster (implies --backend ray); auto: the one `ray start` began here")
-
-
-def _backend(args: argparse.Namespace) -> str:
-    """The simulator backend asked for; joins (or starts) the Ray cluster first, so a bad address fails before any
-    work is done."""
-    if args.backend != "ray" and args.ray_address is None:
-        return "local"
-    from chess_sim.sim.ray_env import RayBackendError, connect
-
-    try:
-        connect(args.ray_address)
-    except RayBackendError as error:
-        raise UsageError(str(error)) from None
-    return "ray"
-
-
-def _field_help(cls, name: str) -> str:
-    """A config field's docstring, for --help."""
-    import ast
-    import inspect
-
-    body = ast.parse(inspect.getsource(cls)).body[0].body
-    for node, following in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and node.target.id == name and isinstance(following, ast.Expr):
-            return following.value.value.replace("%", "%%")
-    return ""
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
-
-
-def _noise(text: str) -> tuple[float, float]:
-    try:
-        start, end = (float(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected START,END noise sizes such as 0.2,0.002, got {text!r}") from None
-    if not (start > 0 and end > 0):
-        raise argparse.ArgumentTypeError(f"noise sizes must be positive, got {text!r}")
-    return start, end
 
 
 def cmd_scene(args: argparse.Namespace) -> dict:
@@ -265,7 +169,7 @@ def cmd_record(args: argparse.Namespace) -> dict:
         _check_output_dir(args.out)
         rec = RecordConfig(recovery_fraction=args.recovery, keep_failures=args.keep_failures)
         summary = record(args.out, profile(args.profile), rec, args.seed, args.episodes or 0,
-                         workers=args.workers, resume=args.resume, backend=_backend(args))
+                         workers=args.workers, resume=args.resume, backend=cli_args.backend_of(args))
     except RecordError as error:
         raise UsageError(str(error)) from None
     print(f"saved {summary['episodes_saved']} episodes ({summary['episodes_failed']} expert failures not saved, "
@@ -322,7 +226,7 @@ def cmd_eval(args: argparse.Namespace) -> dict:
                      check_expert=args.check_expert)
     try:
         summary, _, timing = evaluate(args.policy, args.out, cfg, profile(args.profile), resume=args.resume,
-                                      backend=_backend(args))
+                                      backend=cli_args.backend_of(args))
     except EvalError as error:
         raise UsageError(str(error)) from None
     print(outcome_table(summary))
@@ -363,7 +267,7 @@ def cmd_rl(args: argparse.Namespace) -> dict:
     _check_output_dir(args.out)
     cfg = _rl_config(args)
     try:
-        return run(args.policy, args.out, cfg, profile(args.env_profile), resume=args.resume, backend=_backend(args))
+        return run(args.policy, args.out, cfg, profile(args.env_profile), resume=args.resume, backend=cli_args.backend_of(args))
     except RLError as error:
         raise UsageError(str(error)) from None
 
@@ -383,7 +287,7 @@ def cmd_rl_check(args: argparse.Namespace) -> dict:
 
     generator = torch.Generator().manual_seed(cfg.seed)
     env_cfg = dataclasses.replace(profile(args.env_profile), early_stop=True)
-    with make_vec_env(min(cfg.envs, cfg.episodes), env_cfg, backend=_backend(args)) as vec:
+    with make_vec_env(min(cfg.envs, cfg.episodes), env_cfg, backend=cli_args.backend_of(args)) as vec:
         storage, _, _ = collect(model, vec, cfg, 0, generator)
     result = self_check(model, storage, cfg.lr, cfg.clip)
     write_report(result, args.out)
