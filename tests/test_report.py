@@ -97,3 +97,14 @@ def test_tensorboard_holds_the_logged_scalars(rl_run):
     for tag in ("val_success", "kl", "clipfrac", "explained_variance", "sigma_mean", "rollout_parts/env"):
         assert tag in tags
     assert [event.step for event in events.Scalars("val_success")] == [0, 1, 2]
+
+
+def test_a_page_that_cannot_be_drawn_never_stops_the_run(tmp_path, monkeypatch, capsys):
+    import chess_sim.report as report
+
+    def broken(run):
+        raise ValueError("no figure today")
+
+    monkeypatch.setattr(report, "build_report", broken)
+    report.refresh(tmp_path)
+    assert "report: not refreshed (ValueError: no figure today)" in capsys.readouterr().err

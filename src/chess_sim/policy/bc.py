@@ -214,7 +214,7 @@ def _loop(policy, batches, optimizer, scheduler, generator, cfg: TrainConfig, en
             line = _validate(policy, cfg, env_cfg, out, step)
             jsonl.append(out / "train_log.jsonl", line)
             plots.write_png(out / "curves.png", plots.train_figure(jsonl.read(out / "train_log.jsonl")))
-            report.build_report(out)
+            report.refresh(out)
             if line["val_success"] >= best:
                 best = line["val_success"]
                 _save(policy, out / "best")

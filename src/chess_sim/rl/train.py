@@ -228,7 +228,7 @@ def _log(out: Path, line: dict, scalars=None) -> None:
     jsonl.append(out / "log.jsonl", line)
     if "val_success" in line:  # redrawn at each validation, so a run can be watched
         plots.write_png(out / "curves.png", plots.rl_figure(jsonl.read(out / "log.jsonl")))
-        report.build_report(out)
+        report.refresh(out)
     if scalars is not None:
         for name, value in _flat(line).items():
             scalars.add_scalar(name, value, line["iteration"])
