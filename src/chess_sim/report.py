@@ -48,6 +48,17 @@ def build_report(run: Path, out: Path | None = None) -> Path:
     return out
 
 
+def refresh(run: Path) -> None:
+    """Rewrite `RUN/report.html` during a run; a page that cannot be drawn is reported on stderr and never
+    stops the run (the page is derived from files the run keeps anyway)."""
+    import sys
+
+    try:
+        build_report(run)
+    except Exception as error:  # noqa: BLE001 - a figure must not cost hours of training
+        print(f"report: not refreshed ({type(error).__name__}: {error})", file=sys.stderr)
+
+
 @dataclass(frozen=True)
 class RunKind:
     name: str
