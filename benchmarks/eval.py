@@ -2,7 +2,9 @@
 this process; physics and rendering summed over the workers). Target (issue #5): a 200-episode evaluation of
 the baseline in under 15 minutes on this 2-core machine. Prints one JSON object.
 
-    .venv/bin/python benchmarks/eval.py [--policy models/baseline] [--episodes 20] [--envs 1 2]
+    .venv/bin/python benchmarks/eval.py [--policy models/baseline] [--episodes 20] [--envs 1 2] [--keep DIR]
+
+`--keep DIR` keeps each evaluation in DIR/envs_W (an ordinary evaluation directory) instead of discarding it.
 
 Minutes for 200 episodes are extrapolated from each run's episodes/hour (stated as such) unless
 --episodes 200 is given.
@@ -27,12 +29,14 @@ def main() -> None:
     parser.add_argument("--policy", default="models/baseline")
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--envs", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--keep", type=Path, help="keep the evaluations in KEEP/envs_W")
     args = parser.parse_args()
     runs = {}
     for envs in args.envs:
         with tempfile.TemporaryDirectory() as tmp:
-            summary, rows, timing = evaluate(args.policy, Path(tmp) / "eval", EvalConfig(episodes=args.episodes,
-                                             envs=envs), profile("baseline"))
+            out = (args.keep or Path(tmp)) / f"envs_{envs}"
+            summary, rows, timing = evaluate(args.policy, out, EvalConfig(episodes=args.episodes, envs=envs),
+                                             profile("baseline"))
         per_hour = args.episodes / timing.total_s * 3600
         runs[str(envs)] = {
             "seconds": timing.total_s, "episodes_per_hour": per_hour, "minutes_for_200": 200 / per_hour * 60,
