@@ -21,3 +21,23 @@ def tiny_policy_dir(tmp_path_factory):
     directory = tmp_path_factory.mktemp("tiny_policy")
     CompactPolicy(CompactConfig(width=32, layers=1, heads=2, image_size=32, steps=3), normalizer).save(directory)
     return directory
+
+
+@pytest.fixture
+def kill_worker_at_step(monkeypatch):
+    """`kill_worker_at_step(vec_class, call)`: the `call`-th `step_many` of any `vec_class` first SIGKILLs
+    simulator 0's process, so a test sees a worker die mid-episode."""
+    import signal
+
+    def arm(vec_class, call: int) -> None:
+        original, calls = vec_class.step_many, []
+
+        def step_and_kill(self, chunks, film=frozenset()):
+            calls.append(1)
+            if len(calls) == call:
+                os.kill(self.pid(0), signal.SIGKILL)
+            return original(self, chunks, film)
+
+        monkeypatch.setattr(vec_class, "step_many", step_and_kill)
+
+    return arm

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from chess_sim.config import BACKENDS
+
 
 class UsageError(Exception):
     """Bad input from the user: reported in one line, exit code 2."""
@@ -49,7 +51,7 @@ def seed(text: str) -> int:
 
 
 def add_backend(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--backend", choices=["local", "ray"], default="local",
+    command.add_argument("--backend", choices=BACKENDS, default="local",
                          help="simulators in local worker processes, or as Ray actors (a local Ray instance unless "
                               "--ray-address)")
     command.add_argument("--ray-address", metavar="auto|HOST:PORT",

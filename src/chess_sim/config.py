@@ -249,6 +249,11 @@ class TrainConfig:
     `models/baseline/MODEL_CARD.md`)."""
 
 
+BACKENDS = ("local", "ray")
+"""Where simulators run (`sim.vec_env.make_vec_env`): worker processes on this machine, or Ray actors anywhere
+in a cluster."""
+
+
 @dataclass(frozen=True)
 class EvalConfig:
     """The evaluation protocol (`chess-sim eval`): scenes `(seed, 0..episodes-1)`, the policy batched across

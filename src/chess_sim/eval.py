@@ -72,7 +72,7 @@ class Timing:
 def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: bool = False,
              label: str | None = None, backend: str = "local") -> tuple[dict, list[dict], Timing]:
     """Run (or finish) an evaluation of `policy` (a policy directory, "expert", or a FlowPolicy object named by
-    `label`) into `out`, the simulators on `backend` (`sim.vec_env.BACKENDS`; outcomes do not depend on it);
+    `label`) into `out`, the simulators on `backend` (`config.BACKENDS`; outcomes do not depend on it);
     returns (summary, rows in index order, timing)."""
     out = Path(out)
     is_object = not isinstance(policy, (str, Path))

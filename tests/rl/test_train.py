@@ -81,21 +81,10 @@ def test_best_is_the_latest_of_tied_validations(policy_dir, tmp_path, monkeypatc
     assert torch.load(tmp_path / "run" / "best" / "rl_state.pt", weights_only=False)["iteration"] == 2
 
 
-def test_a_worker_killed_mid_rollout_is_survived(policy_dir, tmp_path, monkeypatch):
-    import os
-    import signal
-
+def test_a_worker_killed_mid_rollout_is_survived(policy_dir, tmp_path, monkeypatch, kill_worker_at_step):
     from chess_sim.sim.vec_env import VecChessEnv
 
-    original, calls = VecChessEnv.step_many, []
-
-    def step_and_kill(self, chunks, film=frozenset()):
-        calls.append(1)
-        if len(calls) == 1:
-            os.kill(self.pid(0), signal.SIGKILL)
-        return original(self, chunks, film)
-
-    monkeypatch.setattr(VecChessEnv, "step_many", step_and_kill)
+    kill_worker_at_step(VecChessEnv, 1)
     monkeypatch.setattr(rl_train, "_validate", lambda *args: {"val_success": 0.0})
     run(policy_dir, tmp_path / "run", replace(CFG, iterations=1), ENV)
     log = lines(tmp_path / "run")

@@ -2,8 +2,6 @@
 backend's, an evaluation that survives a killed actor, a recording through Ray actors, and the CLI's one-line
 error for an address where no cluster answers."""
 
-import os
-import signal
 from dataclasses import replace
 
 import pytest
@@ -36,16 +34,8 @@ def test_a_noise_free_evaluation_on_ray_equals_the_local_one(tiny_policy_dir, tm
 
 
 def test_an_actor_killed_mid_episode_is_replaced_and_the_evaluation_completes(tiny_policy_dir, tmp_path,
-                                                                                monkeypatch):
-    original, calls = RayVecChessEnv.step_many, []
-
-    def step_and_kill(self, chunks, film=frozenset()):
-        calls.append(1)
-        if len(calls) == 2:
-            os.kill(self.pid(0), signal.SIGKILL)
-        return original(self, chunks, film)
-
-    monkeypatch.setattr(RayVecChessEnv, "step_many", step_and_kill)
+                                                                                kill_worker_at_step):
+    kill_worker_at_step(RayVecChessEnv, 2)
     summary, rows, timing = evaluate(tiny_policy_dir, tmp_path / "killed", EVAL, ENV, backend="ray")
     assert timing.restarts >= 1 and [row["index"] for row in rows] == [0, 1, 2]
     local, _, _ = evaluate(tiny_policy_dir, tmp_path / "local", EVAL, ENV)

@@ -138,13 +138,14 @@ class CompactPolicy(nn.Module):
             images = resize_images(images, size)
             tokens.append(self.cameras[name](images) + self.image_position[i])
         state = self.normalizer.normalize_state(batch["observation.state"].float())
-        tokens.append(self.state_proj(state)[:, None])
+        state_token = self.state_proj(state)
+        tokens.append(state_token[:, None])
         words = tokenize_instruction(list(batch["task"])).to(state.device)
         text = torch.stack([self.colour(words[:, 0]), self.piece(words[:, 1]),
                             self.square(square_features(words[:, 2])) + self.square_role[0],
                             self.square(square_features(words[:, 3])) + self.square_role[1]], dim=1)
         tokens.append(text)
-        task = self.task_mlp(torch.cat([tokens[-2][:, 0], text.flatten(1)], dim=1))
+        task = self.task_mlp(torch.cat([state_token, text.flatten(1)], dim=1))
         return {"tokens": torch.cat(tokens, dim=1), "task": task}
 
     def velocity(self, prefix: dict[str, torch.Tensor], x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

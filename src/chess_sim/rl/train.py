@@ -79,7 +79,7 @@ def collect(model: FlowRL, vec, cfg: RLConfig, first_index: int, generator: torc
 
 def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: RewardConfig | None = None,
         resume: bool = False, backend: str = "local") -> dict:
-    """A whole run (or the rest of one), the simulators on `backend` (`sim.vec_env.BACKENDS`, the learner in
+    """A whole run (or the rest of one), the simulators on `backend` (`config.BACKENDS`, the learner in
     this process); returns the final log line plus `best_val_success`."""
     from chess_sim.progress import Progress
     from chess_sim.sim.vec_env import make_vec_env

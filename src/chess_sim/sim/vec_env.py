@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from chess_sim.config import EnvConfig, RewardConfig
+from chess_sim.config import BACKENDS, EnvConfig, RewardConfig
 
 
 class StepResult(NamedTuple):
@@ -78,10 +78,6 @@ def _answer(env, command: str, payload):
     info["render_s"] = env.render_seconds - rendered
     info["physics_s"] = time.perf_counter() - started - info["render_s"]
     return answer
-
-
-BACKENDS = ("local", "ray")
-"""Where the simulators run: worker processes on this machine, or Ray actors anywhere in a cluster."""
 
 
 def make_vec_env(n: int, cfg: EnvConfig, seconds: float | None = None, reward: RewardConfig | None = None,
