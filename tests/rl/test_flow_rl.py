@@ -1,4 +1,5 @@
-"""FlowRL over the compact policy: likelihood consistency, the noise-free chain, critic warm-up."""
+"""FlowRL over the compact policy: likelihood consistency (and the self-check of `rl/check.py`), the noise-free
+chain, critic warm-up."""
 
 import pytest
 import torch
@@ -6,8 +7,9 @@ import torch
 from chess_sim.config import CompactConfig, RLConfig
 from chess_sim.policy.base import Normalizer, sample_chunk
 from chess_sim.policy.compact import CompactPolicy
+from chess_sim.rl.check import log_prob_tolerance, self_check
 from chess_sim.rl.flow_rl import FlowRL
-from chess_sim.rl.ppo import ppo_update
+from chess_sim.rl.ppo import ppo_update, scored_steps
 from chess_sim.rl.storage import Decision, Storage, split_prefix
 
 SMALL = CompactConfig(width=32, layers=1, heads=2, image_size=32, steps=4)
@@ -95,3 +97,37 @@ def test_an_update_moves_the_policy_and_reports_its_statistics(model):
     with torch.no_grad():
         new, _ = model.evaluate(chain, prefix, state)
     assert float((new - old).abs().max()) > 1e-4
+
+
+def test_check_tolerance_is_the_rounding_allowance_over_the_smallest_sigma(model):
+    assert log_prob_tolerance(model) == pytest.approx(1e-5 / 0.002)
+    assert log_prob_tolerance(FlowRL(model.policy, sigma_end=0.02)) == pytest.approx(1e-5 / 0.02)
+
+
+def test_check_passes_a_fresh_rollout_and_fails_a_likelihood_mismatch(model):
+    model.eval()
+    storage = _storage(model)
+    assert self_check(model, storage, lr=1e-5, clip=0.2)["passed"]
+    for decision in storage.decisions:
+        decision.log_probs = decision.log_probs + 0.01  # twice the 5e-3 nats tolerance
+    result = self_check(model, storage, lr=1e-5, clip=0.2)
+    assert not result["passed"] and result["log_prob_max_abs_diff"] == pytest.approx(0.01, abs=1e-3)
+
+
+def test_only_steps_noisy_enough_add_a_policy_gradient(model):
+    # SMALL's 4 steps run 0.2, 0.043, 0.0093, 0.002 (geometric).
+    assert scored_steps(model, 0.0).tolist() == [True] * 4
+    assert scored_steps(model, 0.04).tolist() == [True, True, False, False]
+    with pytest.raises(ValueError, match="no denoising step"):
+        scored_steps(model, 0.5)
+    storage = _storage(model)
+    optimizer = torch.optim.SGD(model.policy.parameters(), lr=0.0)
+    grads = {}
+    for sigma_min in (0.0, 0.04):
+        optimizer.zero_grad()
+        ppo_update(model, storage, optimizer, RLConfig(epochs=1, minibatch=len(storage), target_kl=0.0,
+                                                      pg_sigma_min=sigma_min, vf_coef=0.0, max_grad_norm=1e9),
+                   torch.Generator())
+        grads[sigma_min] = torch.cat([p.grad.flatten() for p in model.policy.parameters() if p.grad is not None])
+    # The last steps' 1/sigma scores dominate the full gradient; without them it is far smaller.
+    assert grads[0.04].norm() < 0.5 * grads[0.0].norm()
