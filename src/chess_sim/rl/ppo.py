@@ -68,11 +68,23 @@ def approx_kl(log_ratios: torch.Tensor) -> torch.Tensor:
     return (log_ratios.exp() - 1.0 - log_ratios).mean()
 
 
+def scored_steps(model: FlowRL, sigma_min: float) -> torch.Tensor:
+    """(K,) the denoising steps that add a policy-gradient term: mean noise size over the real joints >=
+    `sigma_min` (all steps at 0)."""
+    steps = model.sigmas().detach()[:, :model.policy.action_dim].mean(dim=1) >= sigma_min
+    if not bool(steps.any()):
+        raise ValueError(f"pg_sigma_min {sigma_min} leaves no denoising step to learn from "
+                         f"(the largest noise size is {float(model.sigmas().detach().max()):.3g})")
+    return steps
+
+
 def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: RLConfig, generator: torch.Generator,
                critic_only: bool = False) -> dict[str, float]:
     """Epochs of minibatch updates over `storage` (see `rl/storage.py`), with `cfg`'s epochs, minibatch,
-    clip, ratio, vf_coef, max_grad_norm and target_kl. With `critic_only` (critic warm-up)
-    only the value loss is minimised and policy and noise stay exactly as they were."""
+    clip, ratio, pg_sigma_min, vf_coef, max_grad_norm and target_kl. With `critic_only` (critic warm-up)
+    only the value loss is minimised and policy and noise stay exactly as they were. The approximate KL (and
+    so the early stop) covers every element of the chain, scored steps or not."""
+    scored = scored_steps(model, cfg.pg_sigma_min)
     advantages = storage.advantages
     normalized = (advantages - advantages.mean()) / (advantages.std(correction=0) + 1e-8)
     n = len(storage)
@@ -87,8 +99,8 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: RL
             chain, prefix, state, old_log_probs = storage.minibatch(index)
             log_probs, value = model.evaluate(chain, prefix, state)
             v_loss = 0.5 * ((value - storage.returns[index]) ** 2).mean()
-            policy_terms = clipped_policy_loss(log_ratio(log_probs, old_log_probs, cfg.ratio), normalized[index],
-                                               cfg.clip)
+            policy_terms = clipped_policy_loss(log_ratio(log_probs[:, scored], old_log_probs[:, scored], cfg.ratio),
+                                               normalized[index], cfg.clip)
             loss = cfg.vf_coef * v_loss if critic_only else policy_terms["pg_loss"] + cfg.vf_coef * v_loss
             optimizer.zero_grad()
             loss.backward()
@@ -121,3 +133,21 @@ def trained_policy_parameters(model: FlowRL) -> list[torch.nn.Parameter]:
     """The parameters PPO's policy term moves: the policy's trainable ones and the noise sizes when learned."""
     params = [p for p in model.policy.parameters() if p.requires_grad]
     return params + ([model.log_sigma] if model.log_sigma.requires_grad else [])
+
+
+def gradient_noise_scale(gradients: torch.Tensor) -> dict:
+    """Signal and noise of a gradient from N independent per-episode gradients (N, P): unbiased estimates of the
+    true gradient's squared norm |G|^2 and of the per-episode noise tr(Sigma), the simple noise scale
+    B = tr(Sigma) / |G|^2 (McCandlish et al., 2018; about the episodes one gradient needs before its signal
+    matches its noise; None when no signal is measurable, |G|^2 <= 0), and the cosine between the gradients
+    of the odd and the even episodes."""
+    n = gradients.shape[0]
+    assert n >= 2, "the noise scale needs at least two episodes"
+    total = gradients.sum(0)
+    squares = float((gradients ** 2).sum())
+    signal = (float(total @ total) - squares) / (n * (n - 1))
+    mean = total / n
+    noise = (squares - n * float(mean @ mean)) / (n - 1)
+    halves = gradients[0::2].sum(0), gradients[1::2].sum(0)
+    return {"signal_sq": signal, "noise_trace": noise, "noise_scale_episodes": noise / signal if signal > 0 else None,
+            "halves_cosine": float(torch.nn.functional.cosine_similarity(*halves, dim=0))}

@@ -57,6 +57,16 @@ class Storage:
         self._next_values.extend([d.value for d in decisions[1:]] + [bootstrap])
         self._ends.extend([False] * (len(decisions) - 1) + [True])
 
+    def episodes(self) -> list[list[int]]:
+        """The decision indices of each stored episode, in order."""
+        out, current = [], []
+        for index, end in enumerate(self._ends):
+            current.append(index)
+            if end:
+                out.append(current)
+                current = []
+        return out
+
     def finish(self, gamma: float, lam: float) -> None:
         """Compute advantages and returns; the storage is then read-only."""
         self.values = torch.tensor([d.value for d in self.decisions])

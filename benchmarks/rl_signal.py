@@ -1,0 +1,87 @@
+"""How much signal is in one PPO gradient? The gradient noise scale of RL fine-tuning (issue #6).
+
+One rollout of `--episodes` training episodes with the noisy policy (the compact profile, or the noise sizes
+given); then, at ratio 1 (the first gradient of an iteration), each episode's policy gradient
+    g_e = sum over the episode's decisions d of  A_d * grad sum_{k,t,a} log p_d(k, t, a)
+with PPO's normalised GAE advantages. From the N per-episode gradients, unbiased estimates of the squared norm
+of the true gradient |G|^2 and of the per-episode noise tr(Sigma) give the *simple noise scale*
+    B = tr(Sigma) / |G|^2
+(McCandlish et al., 2018): about the number of episodes one gradient needs before its signal matches its
+noise. It is also split by denoising steps (first, middle and last third of the chain), since exact log-probs
+weigh a step's score by 1 / sigma_k. A |G|^2 estimate at or below 0 means no signal was measurable at this N.
+
+    .venv/bin/python benchmarks/rl_signal.py [--policy models/baseline] [--episodes 64]
+        [--sigma-start S] [--sigma-end E]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import torch  # noqa: E402
+
+from chess_sim.config import RL_PROFILES, profile  # noqa: E402
+from chess_sim.rl.ppo import gradient_noise_scale  # noqa: E402
+from chess_sim.rl.train import build, collect  # noqa: E402
+from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
+
+FIRST_TEST_FREE_INDEX = 900_000
+"""Training-scene indices far beyond any run's, so this rollout does not reuse a pilot's scenes."""
+
+
+def episode_gradients(model, storage, steps: slice) -> torch.Tensor:
+    """(N, P) per-episode policy gradients at ratio 1 from the log-probs of denoising `steps`."""
+    params = [p for p in model.policy.parameters() if p.requires_grad]
+    advantages = storage.advantages
+    advantages = (advantages - advantages.mean()) / (advantages.std(correction=0) + 1e-8)
+    rows = []
+    for episode in storage.episodes():
+        index = torch.tensor(episode)
+        chain, prefix, state, _ = storage.minibatch(index)
+        log_probs, _ = model.evaluate(chain, prefix, state)
+        surrogate = (log_probs[:, steps].sum(dim=(1, 2, 3)) * advantages[index]).sum()
+        grads = torch.autograd.grad(surrogate, params, allow_unused=True)
+        rows.append(torch.cat([(g if g is not None else torch.zeros_like(p)).flatten() for g, p in zip(grads, params)]))
+    return torch.stack(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--policy", type=Path, default=Path("models/baseline"))
+    parser.add_argument("--episodes", type=int, default=64)
+    parser.add_argument("--sigma-start", type=float)
+    parser.add_argument("--sigma-end", type=float)
+    args = parser.parse_args()
+    cfg = replace(RL_PROFILES["compact"], episodes=args.episodes)
+    for name in ("sigma_start", "sigma_end"):
+        if getattr(args, name) is not None:
+            cfg = replace(cfg, **{name: getattr(args, name)})
+    torch.set_num_threads(2)
+    model, _ = build(args.policy, cfg)
+    began = time.perf_counter()
+    with make_vec_env(cfg.envs, replace(profile("baseline"), early_stop=True)) as vec:
+        storage, rows, _ = collect(model, vec, cfg, FIRST_TEST_FREE_INDEX, torch.Generator().manual_seed(cfg.seed))
+    rollout_s = time.perf_counter() - began
+    steps = model.policy.steps
+    thirds = {"first": slice(0, steps // 3), "middle": slice(steps // 3, 2 * steps // 3),
+              "last": slice(2 * steps // 3, steps)}
+    parts = {name: episode_gradients(model, storage, chosen) for name, chosen in thirds.items()}
+    result = {name: gradient_noise_scale(gradients) for name, gradients in parts.items()}
+    result["all"] = gradient_noise_scale(sum(parts.values()))
+    print(json.dumps({
+        "episodes": len(rows), "decisions": len(storage),
+        "noisy_success": sum(row["end"] == "success" for row in rows) / len(rows),
+        "sigma_start": cfg.sigma_start, "sigma_end": cfg.sigma_end, "steps": steps,
+        "rollout_s": rollout_s, "gradient_s": time.perf_counter() - began - rollout_s, **result,
+    }))
+
+
+if __name__ == "__main__":
+    main()
