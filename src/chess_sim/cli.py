@@ -258,6 +258,9 @@ def _rl_config(args: argparse.Namespace) -> RLConfig:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
     if not (cfg.sigma_start > 0 and cfg.sigma_end > 0):
         raise UsageError("--sigma-start and --sigma-end must be positive")
+    if cfg.pg_sigma_min > max(cfg.sigma_start, cfg.sigma_end):
+        raise UsageError(f"--pg-sigma-min {cfg.pg_sigma_min} is above every noise size "
+                         f"(--sigma-start {cfg.sigma_start}, --sigma-end {cfg.sigma_end}): no step would learn")
     return cfg
 
 
