@@ -32,7 +32,7 @@ from chess_sim.rl.ppo import gradient_noise_scale  # noqa: E402
 from chess_sim.rl.train import build, collect  # noqa: E402
 from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
 
-FIRST_TEST_FREE_INDEX = 900_000
+FIRST_UNUSED_TRAIN_INDEX = 900_000
 """Training-scene indices far beyond any run's, so this rollout does not reuse a pilot's scenes."""
 
 
@@ -67,7 +67,7 @@ def main() -> None:
     model, _ = build(args.policy, cfg)
     began = time.perf_counter()
     with make_vec_env(cfg.envs, replace(profile("baseline"), early_stop=True)) as vec:
-        storage, rows, _ = collect(model, vec, cfg, FIRST_TEST_FREE_INDEX, torch.Generator().manual_seed(cfg.seed))
+        storage, rows, _ = collect(model, vec, cfg, FIRST_UNUSED_TRAIN_INDEX, torch.Generator().manual_seed(cfg.seed))
     rollout_s = time.perf_counter() - began
     steps = model.policy.steps
     thirds = {"first": slice(0, steps // 3), "middle": slice(steps // 3, 2 * steps // 3),

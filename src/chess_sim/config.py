@@ -322,7 +322,8 @@ class RLConfig:
     """Denoising steps whose noise size (mean over the joints) is below this add no policy-gradient term; 0: every
     step does. A step's exact score grows as 1 / sigma while its noise moves the action by a hair, so the last
     steps of a 0.2 -> 0.002 chain carry nearly all of the gradient's noise and none of its measurable signal
-    (`benchmarks/rl_signal.py`). Their exact log-probs still count in the KL that stops the epochs."""
+    (`benchmarks/rl_signal.py`). Their exact log-probs still count in the KL that stops the epochs. The policy
+    loss averages over the scored elements, so each weighs K / K' more than with every step scored."""
     vf_coef: float = 0.5
     """Value-loss weight."""
     max_grad_norm: float = 1.0

@@ -140,7 +140,9 @@ def gradient_noise_scale(gradients: torch.Tensor) -> dict:
     true gradient's squared norm |G|^2 and of the per-episode noise tr(Sigma), the simple noise scale
     B = tr(Sigma) / |G|^2 (McCandlish et al., 2018; about the episodes one gradient needs before its signal
     matches its noise; None when no signal is measurable, |G|^2 <= 0), and the cosine between the gradients
-    of the odd and the even episodes."""
+    of the odd and the even episodes. (Episodes that share one batch's advantage normalisation are independent
+    only up to O(1/n).) Sums run in float64: with B >> n, |G|^2 is a small difference of large sums."""
+    gradients = gradients.double()
     n = gradients.shape[0]
     assert n >= 2, "the noise scale needs at least two episodes"
     total = gradients.sum(0)

@@ -132,7 +132,11 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
                 if not result["passed"]:
                     raise RLError(f"self-check failed (see {out / 'check.md'}): {json.dumps(result)}")
             began = time.perf_counter()
-            stats = ppo_update(model, storage, optimizer, cfg, generator, critic_only=iteration <= cfg.critic_warmup)
+            try:
+                stats = ppo_update(model, storage, optimizer, cfg, generator,
+                                   critic_only=iteration <= cfg.critic_warmup)
+            except ValueError as error:  # learned noise sizes fell below pg_sigma_min at every step
+                raise RLError(str(error)) from None
             state.update(iteration=iteration, next_index=state["next_index"] + cfg.episodes)
             line = {"iteration": iteration, "decisions": len(storage), "rollout_s": rollout_s,
                     "rollout_parts": parts, "update_s": time.perf_counter() - began,
