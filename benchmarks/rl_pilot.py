@@ -1,10 +1,11 @@
 """The RL learning pilot (issue #6): fine-tune the compact baseline with `chess-sim rl --profile compact` for a
 wall-time budget on this machine, then compare `best` with the baseline on the test scenes (paired, McNemar).
 Prints one JSON object: the validation curve (success with Wilson intervals vs iteration and wall time), the
-rise over iteration 0, the test comparison, the rollout time split and decisions/s.
+rise over iteration 0, the test comparison, the rollout time split and decisions/s. The learning curve (success
+vs iteration and vs wall time) is also written as a PNG (`--figure`, for the README).
 
     .venv/bin/python benchmarks/rl_pilot.py [--policy models/baseline] [--out runs/rl_pilot] [--minutes 120]
-        [--test-episodes 200] [--resume]
+        [--test-episodes 200] [--figure docs/rl_pilot.png] [--resume]
 
 Targets: validation success +15 points over iteration 0 within 2 hours; `best` beats the baseline on the test
 scenes in the paired comparison.
@@ -20,6 +21,7 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from chess_sim import plots  # noqa: E402
 from chess_sim.compare import compare  # noqa: E402
 from chess_sim.config import RL_PROFILES, EvalConfig, profile  # noqa: E402
 from chess_sim.eval import evaluate  # noqa: E402
@@ -32,12 +34,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/rl_pilot"))
     parser.add_argument("--minutes", type=float, default=120.0)
     parser.add_argument("--test-episodes", type=int, default=200)
+    parser.add_argument("--figure", type=Path, default=Path("docs/rl_pilot.png"))
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
     cfg = replace(RL_PROFILES["compact"], iterations=10_000, minutes=args.minutes)
     env = profile("baseline")
     run(args.policy, args.out / "rl", cfg, env, resume=args.resume)
     log = [json.loads(line) for line in (args.out / "rl" / "log.jsonl").read_text().splitlines()]
+    args.figure.parent.mkdir(parents=True, exist_ok=True)
+    plots.write_png(args.figure, plots.rl_figure(log))
     curve = [{"iteration": line["iteration"], "elapsed_min": line["elapsed_s"] / 60,
               "val_success": line["val_success"], "val_success_ci": line["val_success_ci"]}
              for line in log if "val_success" in line]
