@@ -1,0 +1,30 @@
+"""End-to-end smoke of the README's main job (`scripts/main_job.sh`) with tiny sizes."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "main_job.sh"
+TINY = {"MINUTES": "0.01", "RL_EPISODES": "2", "VAL_EPISODES": "2", "TEST_EPISODES": "2"}
+
+
+def test_main_job_runs_rl_report_and_the_paired_comparison(tmp_path):
+    out = tmp_path / "main"
+    done = subprocess.run([str(SCRIPT), str(out)], env={**os.environ, **TINY}, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (out / "rl" / "best" / "model.safetensors").is_file()
+    assert (out / "rl" / "report.html").is_file()
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert comparison["episodes"] == 2 and 0.0 <= comparison["mcnemar_p"] <= 1.0
+    assert "best = iteration" in done.stdout
+    again = subprocess.run([str(SCRIPT), str(out)], env={**os.environ, **TINY}, capture_output=True, text=True,
+                           timeout=60)
+    assert again.returncode == 2 and again.stderr.count("\n") == 1 and "already exists" in again.stderr
+
+
+def test_main_job_refuses_a_non_positive_budget(tmp_path):
+    done = subprocess.run([str(SCRIPT), str(tmp_path / "main")], env={**os.environ, **TINY, "MINUTES": "0"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "MINUTES must be a positive" in done.stderr and not (tmp_path / "main").exists()
