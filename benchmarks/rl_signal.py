@@ -28,7 +28,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import torch  # noqa: E402
 
 from chess_sim.config import RL_PROFILES, profile  # noqa: E402
-from chess_sim.rl.ppo import gradient_noise_scale  # noqa: E402
+from chess_sim.rl.ppo import gradient_noise_scale, normalized_advantages  # noqa: E402
 from chess_sim.rl.train import build, collect  # noqa: E402
 from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
 
@@ -39,8 +39,7 @@ FIRST_UNUSED_TRAIN_INDEX = 900_000
 def episode_gradients(model, storage, steps: slice) -> torch.Tensor:
     """(N, P) per-episode policy gradients at ratio 1 from the log-probs of denoising `steps`."""
     params = [p for p in model.policy.parameters() if p.requires_grad]
-    advantages = storage.advantages
-    advantages = (advantages - advantages.mean()) / (advantages.std(correction=0) + 1e-8)
+    advantages = normalized_advantages(storage)
     rows = []
     for episode in storage.episodes():
         index = torch.tensor(episode)

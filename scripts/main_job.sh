@@ -26,9 +26,10 @@ cs=.venv/bin/chess-sim
 # The time budget ends the run: the iteration cap is only a backstop.
 $cs rl --policy models/baseline --out "$out/rl" --minutes "$minutes" --iterations 100000 "${rl_sizes[@]}"
 .venv/bin/python - "$out/rl/log.jsonl" <<'PY'
-import json, sys
-validations = [line for line in map(json.loads, open(sys.argv[1])) if "val_success" in line]
-best = max(validations, key=lambda line: (line["val_success"], line["iteration"]))  # a later iteration wins ties
+import sys
+from chess_sim import jsonl, report
+validations = [line for line in jsonl.read(sys.argv[1]) if "val_success" in line]
+best = report.best_validation(validations, "iteration")
 print(f"best = iteration {best['iteration']}: validation success {best['val_success']:.0%} "
       f"(iteration 0, the baseline: {validations[0]['val_success']:.0%})")
 PY

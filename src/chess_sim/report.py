@@ -122,13 +122,13 @@ def _heading(run: Path, lines: list[dict], unit: str) -> str:
     validations = [line for line in lines if "val_success" in line]
     text = f"{done} {unit}s logged; {len(validations)} validations"
     if validations:
-        best = _best(validations, unit)
+        best = best_validation(validations, unit)
         text += (f"; best validation success {_rate(best['val_success'], best.get('val_success_ci'))} at {unit} "
                  f"{best[unit]}, latest {_rate(validations[-1]['val_success'], validations[-1].get('val_success_ci'))}")
     return f"<p>{html.escape(str(run))}: {html.escape(text)}.</p>"
 
 
-def _best(validations: list[dict], unit: str) -> dict:
+def best_validation(validations: list[dict], unit: str) -> dict:
     """The validation `best/` holds: highest success, the later one on ties (as training and RL choose)."""
     return max(validations, key=lambda line: (line["val_success"], line[unit]))
 
@@ -139,7 +139,7 @@ def _comparisons(val_dir: Path, validations: list[dict], pattern: str, unit: str
     if len(validations) < 2:
         return "<h2>Checkpoints against the start</h2><p>Needs two validations; this run has fewer.</p>"
     first, last = validations[0], validations[-1]
-    best = _best(validations, unit)
+    best = best_validation(validations, unit)
     rows = []
     for name, line in (("best", best), ("last", last)):
         try:

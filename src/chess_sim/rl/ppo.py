@@ -68,6 +68,12 @@ def approx_kl(log_ratios: torch.Tensor) -> torch.Tensor:
     return (log_ratios.exp() - 1.0 - log_ratios).mean()
 
 
+def normalized_advantages(storage) -> torch.Tensor:
+    """(N,) the storage's advantages normalised over the batch, as the policy loss uses them."""
+    advantages = storage.advantages
+    return (advantages - advantages.mean()) / (advantages.std(correction=0) + 1e-8)
+
+
 def scored_steps(model: FlowRL, sigma_min: float) -> torch.Tensor:
     """(K,) the denoising steps that add a policy-gradient term: mean noise size over the real joints >=
     `sigma_min` (all steps at 0)."""
@@ -85,8 +91,7 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: RL
     only the value loss is minimised and policy and noise stay exactly as they were. The approximate KL (and
     so the early stop) covers every element of the chain, scored steps or not."""
     scored = scored_steps(model, cfg.pg_sigma_min)
-    advantages = storage.advantages
-    normalized = (advantages - advantages.mean()) / (advantages.std(correction=0) + 1e-8)
+    normalized = normalized_advantages(storage)
     n = len(storage)
     stats: dict[str, list[float]] = {key: [] for key in ("pg_loss", "v_loss", "approx_kl", "clipfrac", "grad_norm")}
     epochs_done, kl_stop = 0, False
