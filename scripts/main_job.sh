@@ -4,7 +4,7 @@
 # baseline on the same test scenes. `best` is the checkpoint with the best validation success; when no later
 # validation matches iteration 0's, it is the baseline itself and the comparison shows no change.
 #   scripts/main_job.sh [OUT]        (default OUT: runs/main in the repository; it must not exist yet)
-# Sizes (environment): MINUTES (5), RL_EPISODES per iteration (the compact profile's 16), VAL_EPISODES (20),
+# Sizes (environment): MINUTES (5), RL_EPISODES per iteration (the compact profile's 64), VAL_EPISODES (20),
 # TEST_EPISODES (50).
 set -euo pipefail
 out=$(realpath -m "${1:-$(dirname "$0")/../runs/main}")

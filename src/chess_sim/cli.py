@@ -258,7 +258,7 @@ def _rl_config(args: argparse.Namespace) -> RLConfig:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
     if not (cfg.sigma_start > 0 and cfg.sigma_end > 0):
         raise UsageError("--sigma-start and --sigma-end must be positive")
-    if cfg.pg_sigma_min > max(cfg.sigma_start, cfg.sigma_end):
+    if not cfg.steer and cfg.pg_sigma_min > max(cfg.sigma_start, cfg.sigma_end):
         raise UsageError(f"--pg-sigma-min {cfg.pg_sigma_min} is above every noise size "
                          f"(--sigma-start {cfg.sigma_start}, --sigma-end {cfg.sigma_end}): no step would learn")
     return cfg
@@ -292,7 +292,7 @@ def cmd_rl_check(args: argparse.Namespace) -> dict:
     env_cfg = dataclasses.replace(profile(args.env_profile), early_stop=True)
     with make_vec_env(min(cfg.envs, cfg.episodes), env_cfg, backend=cli_args.backend_of(args)) as vec:
         storage, _, _ = collect(model, vec, cfg, 0, generator)
-    result = self_check(model, storage, cfg.lr, cfg.clip)
+    result = self_check(model, storage, cfg.lr, cfg.clip, cfg.steer_lr)
     write_report(result, args.out)
     print((args.out / "check.md").read_text().strip())
     if not result["passed"]:

@@ -202,6 +202,9 @@ class CompactConfig:
     """A: joints."""
     steps: int = DENOISE_STEPS
     """K: Euler steps of the sampler."""
+    steering: bool = False
+    """A learned start for the chain, x_0 ~ N(mean(prefix), diag(std^2)) (latent steering, `chess-sim rl --steer`);
+    the mean starts at zero and the spread at 1, so a policy given steering first acts exactly as it did without."""
 
 
 @dataclass(frozen=True)
@@ -336,6 +339,13 @@ class RLConfig:
     """Critic learning rate."""
     sigma_lr: float = 3e-3
     """Learning rate of `log_sigma` (with `learn_sigma`)."""
+    steer: bool = False
+    """Also learn where the chain starts (compact policy): x_0 ~ N(mean(prefix), diag(std^2)) instead of N(0, I),
+    the mean from a small head on the prefix (zero at first) and a per-joint spread (1 at first): latent-noise
+    steering, as in DSRL. x_0 decides most of an episode's outcome (the chain's noise little), and its score has
+    unit scale; its log-probs join the chain's as row 0 of (B, K+1, T, A) and always score."""
+    steer_lr: float = 1e-3
+    """Learning rate of the steering head and spread (with `steer`)."""
     critic_warmup: int = 1
     """First iterations that train only the critic (policy and noise untouched)."""
     torch_threads: int = 2
@@ -350,10 +360,14 @@ class RLConfig:
 
 RL_PROFILES: dict[str, RLConfig] = {
     "smolvla": RLConfig(),
-    "compact": RLConfig(episodes=16, envs=2, val_episodes=30, val_every=5, minibatch=32, epochs=4, lr=1e-5,
-                        critic_warmup=2, torch_threads=1),
+    "compact": RLConfig(episodes=64, envs=2, val_episodes=60, val_every=5, minibatch=32, epochs=4, lr=0.0,
+                        sigma_start=0.01, sigma_end=0.001, steer=True, steer_lr=3e-3, critic_warmup=2,
+                        torch_threads=1),
 }
-"""Named RL profiles; `--profile compact` (the compact policy's default) sizes the run for two CPU cores."""
+"""Named RL profiles; `--profile compact` (the compact policy's default) sizes the run for two CPU cores. It
+steers the start and leaves the velocity alone (lr 0, a faint chain noise that keeps the likelihood exact): at
+the batch sizes two cores allow, the chain's gradient had no measurable signal (`benchmarks/rl_signal.py`),
+while x_0 decides most outcomes (README, RL fine-tuning)."""
 
 
 PROFILES: dict[str, EnvConfig] = {

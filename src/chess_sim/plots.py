@@ -75,7 +75,11 @@ def rl_detail_figure(lines: list[dict]) -> bytes:
               title="Critic fit and noise size")
     sizes = noise.twinx()
     sizes.plot(iterations, [line.get("sigma_mean") for line in updates], marker=".", color="tab:gray")
-    sizes.set(ylabel="mean noise size (grey)")
+    steered = [line for line in updates if line.get("start_std")]
+    if steered:  # a steered start's spread (`rl --steer`), mean over the joints
+        sizes.plot([line["iteration"] for line in steered], [sum(line["start_std"]) / len(line["start_std"])
+                                                             for line in steered], linestyle="--", color="black")
+    sizes.set(ylabel="mean noise size (grey), start spread (dashed)")
     _time_split(split, updates)
     return _png(figure)
 

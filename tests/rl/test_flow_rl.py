@@ -1,11 +1,14 @@
 """FlowRL over the compact policy: likelihood consistency (and the self-check of `rl/check.py`), the noise-free
-chain, critic warm-up."""
+chain, critic warm-up, latent steering (`rl --steer`)."""
+
+import copy
+import math
 
 import pytest
 import torch
 
 from chess_sim.config import CompactConfig, RLConfig
-from chess_sim.policy.base import Normalizer, sample_chunk
+from chess_sim.policy.base import Normalizer, sample_chain, sample_chunk
 from chess_sim.policy.compact import CompactPolicy
 from chess_sim.rl.check import log_prob_tolerance, self_check
 from chess_sim.rl.flow_rl import FlowRL
@@ -131,3 +134,82 @@ def test_only_steps_noisy_enough_add_a_policy_gradient(model):
         grads[sigma_min] = torch.cat([p.grad.flatten() for p in model.policy.parameters() if p.grad is not None])
     # The last steps' 1/sigma scores dominate the full gradient; without them it is far smaller.
     assert grads[0.04].norm() < 0.5 * grads[0.0].norm()
+
+
+def steered_model(policy, mean=0.3, std=0.5):
+    """FlowRL with steering whose start is N(mean, std^2) everywhere (a hand-set head: zero weights, a bias)."""
+    model = FlowRL(policy, sigma_start=0.2, sigma_end=0.02, steer=True).eval()
+    with torch.no_grad():
+        model.policy.steer[-1].bias.fill_(mean)
+        model.policy.start_log_std.fill_(math.log(std))
+    return model
+
+
+def test_a_policy_given_steering_samples_exactly_as_before():
+    policy = CompactPolicy(SMALL, Normalizer.identity()).eval()
+    steered = policy.with_steering()
+    assert steered.with_steering() is steered and steered.config.steering and not policy.config.steering
+    batch, x0 = batch_of(2), torch.randn(2, 50, 6)
+    with torch.no_grad():
+        before = sample_chain(policy, policy.encode(batch), x0)
+        after = sample_chain(steered, steered.encode(batch), x0)
+    assert torch.equal(before, after)
+
+
+def test_the_start_log_density_is_the_closed_form_gaussian(model):
+    model = steered_model(model.policy, mean=0.3, std=0.5)
+    draw = torch.randn(2, 50, 6)
+    sample = model.sample(batch_of(2), draw, torch.randn(2, SMALL.steps, 50, 6))
+    assert sample.log_probs.shape == (2, SMALL.steps + 1, 50, 6)
+    assert torch.allclose(sample.chain[:, 0], 0.3 + 0.5 * draw, atol=1e-6)
+    expected = -0.5 * draw ** 2 - math.log(0.5) - 0.5 * math.log(2 * math.pi)
+    assert torch.allclose(sample.log_probs[:, 0], expected, atol=1e-5)
+
+
+def test_steered_log_probs_reevaluate_and_the_start_alone_matches(model):
+    model = steered_model(model.policy)
+    batch = batch_of(2)
+    sample = model.sample(batch, torch.randn(2, 50, 6), torch.randn(2, SMALL.steps, 50, 6))
+    with torch.no_grad():
+        log_probs, value = model.evaluate(sample.chain, sample.prefix, batch["observation.state"])
+        start, start_value = model.evaluate_start(sample.chain, sample.prefix, batch["observation.state"])
+    assert float((log_probs - sample.log_probs).abs().max()) < 1e-3
+    assert torch.equal(start, log_probs[:, :1]) and torch.equal(start_value, value)
+    assert scored_steps(model, 0.5).tolist() == [True] + [False] * SMALL.steps  # the start always scores
+
+
+def test_a_start_only_update_equals_the_full_one_and_leaves_the_chain(model):
+    model = steered_model(model.policy)
+    storage = _storage(model)
+    results = []
+    # lr 0 takes the start-only path, the tiny lr the full re-evaluation (no gradient clip: the full path's chain
+    # gradients, moved by lr 0 in either case, would enter the clipped norm)
+    for lr in (0.0, 1e-12):
+        twin = copy.deepcopy(model)
+        steering = [*twin.policy.steer.parameters(), twin.policy.start_log_std]
+        chain = [p for p in twin.policy.parameters() if all(p is not q for q in steering)]
+        optimizer = torch.optim.AdamW([{"params": chain, "lr": 0.0}, {"params": steering, "lr": 1e-2},
+                                       {"params": list(twin.critic.parameters()), "lr": 1e-3}], weight_decay=0.0)
+        before = {k: v.clone() for k, v in twin.policy.state_dict().items()}
+        cfg = RLConfig(epochs=2, minibatch=2, target_kl=0.0, lr=lr, max_grad_norm=1e9)
+        stats = ppo_update(twin, storage, optimizer, cfg, torch.Generator().manual_seed(0))
+        after = twin.policy.state_dict()
+        assert all(torch.equal(before[k], after[k]) for k in before if not k.startswith(("steer.", "start_log_std")))
+        assert not torch.equal(before["start_log_std"], after["start_log_std"])
+        results.append((stats, after))
+    (fast, fast_state), (full, full_state) = results
+    assert fast["pg_loss"] == pytest.approx(full["pg_loss"], abs=1e-4)
+    assert all(torch.allclose(fast_state[k], full_state[k], atol=1e-5) for k in fast_state)
+
+
+def test_steering_needs_a_policy_that_has_it():
+    with pytest.raises(ValueError, match="compact policy"):
+        FlowRL(object(), steer=True)
+
+
+def test_the_self_check_update_moves_a_steered_start_at_its_own_lr(model):
+    model = steered_model(model.policy)
+    storage = _storage(model)
+    still, moved = (self_check(model, storage, lr=0.0, clip=0.2, steer_lr=steer_lr) for steer_lr in (0.0, 1e-2))
+    assert still["passed"] and moved["passed"] and moved["update_steer_lr"] == 1e-2
+    assert still["shift_element_max_nats"] <= still["log_prob_tolerance"] < moved["shift_element_max_nats"]

@@ -159,3 +159,12 @@ def test_a_run_interrupted_mid_update_resumes_to_the_uninterrupted_result(policy
     assert torch.equal(resumed["log_sigma"], uninterrupted["log_sigma"])
     for group_a, group_b in zip(resumed["optimizer"]["state"].values(), uninterrupted["optimizer"]["state"].values()):
         assert torch.equal(group_a["exp_avg"], group_b["exp_avg"])
+
+
+def test_a_steered_run_keeps_the_chain_and_saves_a_steered_policy(policy_dir, tmp_path):
+    out = tmp_path / "run"
+    run(policy_dir, out, replace(CFG, iterations=2, val_every=2, steer=True, lr=0.0, steer_lr=1e-2), ENV)
+    assert [line["iteration"] for line in lines(out)] == [0, 1, 2]
+    start, last = CompactPolicy.load(policy_dir).state_dict(), CompactPolicy.load(out / "last")
+    assert last.config.steering and all(torch.equal(start[k], last.state_dict()[k]) for k in start)
+    assert not torch.equal(last.start_log_std, torch.zeros(6))  # the one update after the critic warm-up

@@ -45,6 +45,10 @@ class FlowPolicy(Protocol):
     def features(self, prefix: Any) -> torch.Tensor:
         """Pooled prefix features (B, F) for a critic."""
 
+    def start_distribution(self, prefix: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """The chain's start x_0 ~ N(mean, std^2): mean (B, T, C) and std (C,). N(0, I) unless the policy was
+        given steering (`chess-sim rl --steer`); a standard-normal draw d starts the chain at mean + std * d."""
+
     def save(self, directory) -> None:
         """Write the policy so that the class's `load(directory)` restores it bit-exactly."""
 
@@ -68,9 +72,10 @@ def noise_schedule(start: float, end: float, steps: int) -> torch.Tensor:
 
 def sample_chain(policy: FlowPolicy, prefix: Any, x0: torch.Tensor, sigmas: torch.Tensor | None = None,
                  noise: torch.Tensor | None = None, steps: int | None = None) -> torch.Tensor:
-    """The Euler chain (B, K+1, T, C) from x0 (B, T, C). Without `sigmas` it is the plain ODE; with noise sizes
-    `sigmas` (K,) or (K, C) and standard-normal draws `noise` (B, K, T, C) each step is the Gaussian transition
-    x_{k+1} = x_k + dt * v(x_k, t_k) + sigma_k * noise_k (ReinFlow)."""
+    """The Euler chain (B, K+1, T, C) from the standard-normal draw x0 (B, T, C), which the policy's
+    `start_distribution` (N(0, I) without steering) turns into the chain's start. Without `sigmas` it is the
+    plain ODE; with noise sizes `sigmas` (K,) or (K, C) and standard-normal draws `noise` (B, K, T, C) each step
+    is the Gaussian transition x_{k+1} = x_k + dt * v(x_k, t_k) + sigma_k * noise_k (ReinFlow)."""
     steps = steps or policy.steps
     assert x0.shape[1:] == (policy.chunk, policy.chain_dim), f"x0 must be (B, {policy.chunk}, "\
         f"{policy.chain_dim}), got {tuple(x0.shape)}"
@@ -79,7 +84,8 @@ def sample_chain(policy: FlowPolicy, prefix: Any, x0: torch.Tensor, sigmas: torc
             "noisy sampling needs noise of shape (B, K, T, C)"
     times = time_grid(steps, x0.device)
     dt = -1.0 / steps
-    chain = [x0]
+    mean, std = policy.start_distribution(prefix)
+    chain = [mean.to(x0) + std.to(x0) * x0]
     for k in range(steps):
         x = chain[-1]
         x = x + dt * policy.velocity(prefix, x, times[k].expand(x.shape[0]))

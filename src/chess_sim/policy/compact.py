@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -90,6 +90,14 @@ class _CameraEncoder(nn.Module):
         return self.net(images).flatten(2).transpose(1, 2)
 
 
+def _steering_head(width: int, outputs: int) -> nn.Sequential:
+    """Prefix features and task vector (2 * width) -> the chain's start mean; the last layer starts at zero."""
+    head = nn.Sequential(nn.Linear(2 * width, width), nn.Tanh(), nn.Linear(width, outputs))
+    nn.init.zeros_(head[-1].weight)
+    nn.init.zeros_(head[-1].bias)
+    return head
+
+
 def _time_embedding(t: torch.Tensor, width: int) -> torch.Tensor:
     """Sinusoidal embedding of flow times t (B,) -> (B, width)."""
     half = width // 2
@@ -125,6 +133,8 @@ class CompactPolicy(nn.Module):
                                            norm_first=True)
         self.expert = nn.TransformerDecoder(layer, self.config.layers)
         self.action_out = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, self.action_dim))
+        self.steer = _steering_head(width, self.chunk * self.action_dim) if self.config.steering else None
+        self.start_log_std = nn.Parameter(torch.zeros(self.action_dim)) if self.config.steering else None
 
     # ------------------------------------------------------------------ FlowPolicy
     def encode(self, batch: dict) -> dict[str, torch.Tensor]:
@@ -156,6 +166,29 @@ class CompactPolicy(nn.Module):
 
     def features(self, prefix: dict[str, torch.Tensor]) -> torch.Tensor:
         return prefix["tokens"].mean(dim=1)
+
+    START_STD_BOUNDS = (0.05, 2.0)
+    """A learned start spread stays in this range. The floor keeps the start's score bounded; the ceiling is
+    well above the 1 where training begins, since a clamp passes no gradient past its bound and a spread just
+    over it would be stuck there for good."""
+
+    def start_distribution(self, prefix: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        tokens = prefix["tokens"]
+        if self.steer is None:
+            return tokens.new_zeros(tokens.shape[0], self.chunk, self.action_dim), tokens.new_ones(self.action_dim)
+        mean = self.steer(torch.cat([self.features(prefix), prefix["task"]], dim=1))
+        return mean.view(-1, self.chunk, self.action_dim), self.start_log_std.exp().clamp(*self.START_STD_BOUNDS)
+
+    def with_steering(self) -> "CompactPolicy":
+        """This policy with steering added (a zero mean and a unit spread, so it samples as before); itself if it
+        has it already."""
+        if self.steer is not None:
+            return self
+        steered = CompactPolicy(replace(self.config, steering=True), self.normalizer)
+        missing, unexpected = steered.load_state_dict(self.state_dict(), strict=False)
+        assert not unexpected and all(name.startswith(("steer.", "start_log_std")) for name in missing), \
+            (missing, unexpected)
+        return steered.train(self.training)
 
     # ------------------------------------------------------------------ files
     def save(self, directory) -> None:

@@ -157,6 +157,12 @@ class SmolVLAFlowPolicy(nn.Module):
         """(B, hidden) float32: the prefix's pooled VLM features (computed in `encode`)."""
         return prefix["pooled"].float()
 
+    def start_distribution(self, prefix: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """N(0, I): steering is offered for the compact policy only (LeRobot's sampler could not read it)."""
+        pooled = prefix["pooled"]
+        return (torch.zeros(pooled.shape[0], self.chunk, self.chain_dim, device=pooled.device),
+                torch.ones(self.chain_dim, device=pooled.device))
+
     # ------------------------------------------------------------------ files
     def save(self, directory) -> None:
         """LeRobot's files + LeRobot processors with our statistics + the sidecar. Everything is written to a

@@ -4,7 +4,9 @@ With noise, each Euler step of the sampler is a Gaussian transition
     x_{k+1} ~ N(mu_k, sigma_k^2),   mu_k = x_k + dt * v(x_k, t_k),   k = 0 .. K-1,
 so the chain x_0 .. x_K has an exact likelihood: the product of K Gaussians (x_0 ~ N(0, I) is the same for
 every policy and drops out of ratios). Log-probs are kept per element, (B, K, T, A): PPO clips each element's
-ratio on its own. Only the A real action dimensions count; a policy whose chain carries padded dimensions
+ratio on its own. With `steer`, the start is learned as well, x_0 ~ N(mean(prefix), diag(std^2)) from a head and
+a per-joint spread of the policy (`CompactPolicy.with_steering`), and its log-densities come first: (B, K+1, T, A).
+Only the A real action dimensions count; a policy whose chain carries padded dimensions
 (SmolVLA: C = 32) gets noise on them too, and they act as part of the conditioning.
 
 sigma_k is per step and chain dimension, (K, C), on a geometric schedule from `sigma_start` (first step) to
@@ -34,7 +36,7 @@ class Sample:
     chain: torch.Tensor
     """(B, K+1, T, C) the denoising chain, x_0 first; x_K is the (normalised) action chunk."""
     log_probs: torch.Tensor
-    """(B, K, T, A) log-density of each transition element."""
+    """(B, R, T, A) log-density of each element: R = K transitions, or with steering R = K + 1 (x_0 first)."""
     value: torch.Tensor
     """(B,) the critic's value of the decision's observation."""
     prefix: Any
@@ -50,8 +52,14 @@ class FlowRL(nn.Module):
     """The trainable pieces of RL fine-tuning around a FlowPolicy: the policy, `log_sigma`, the critic."""
 
     def __init__(self, policy: FlowPolicy, sigma_start: float = 0.2, sigma_end: float = 0.002,
-                 learn_sigma: bool = False, critic_width: int = 256, prefix_dtype: torch.dtype = torch.float32):
+                 learn_sigma: bool = False, critic_width: int = 256, prefix_dtype: torch.dtype = torch.float32,
+                 steer: bool = False):
         super().__init__()
+        if steer:
+            if not hasattr(policy, "with_steering"):
+                raise ValueError(f"steering needs a compact policy; {type(policy).__name__} has no steering head")
+            policy = policy.with_steering()
+        self.steer = steer
         self.policy = policy
         self.prefix_dtype = prefix_dtype
         """Stored prefixes are kept in this dtype (bfloat16 for SmolVLA's ~5.5 MiB KV caches); sampling uses
@@ -70,6 +78,26 @@ class FlowRL(nn.Module):
     def sigmas(self) -> torch.Tensor:
         """(K, C) noise size of every step and chain dimension."""
         return self.log_sigma.exp().clamp(*self.SIGMA_BOUNDS)
+
+    def steering_parameters(self) -> list[nn.Parameter]:
+        """The steered start's head and spread (empty without steering)."""
+        return [*self.policy.steer.parameters(), self.policy.start_log_std] if self.steer else []
+
+    def chain_parameters(self) -> list[nn.Parameter]:
+        """The policy's other trainable parameters: those of the velocity (and encoder) that shape the chain."""
+        steering = self.steering_parameters()
+        return [p for p in self.policy.parameters() if p.requires_grad and all(p is not q for q in steering)]
+
+    def row_sigmas(self) -> torch.Tensor:
+        """(R,) mean noise size over the real joints of each log-prob row, for `ppo.scored_steps`. A steered start
+        counts as infinite, so it always scores: its spread is bounded below, so its score cannot blow up."""
+        steps = self.sigmas().detach()[:, :self.policy.action_dim].mean(dim=1)
+        return torch.cat([steps.new_full((1,), math.inf), steps]) if self.steer else steps
+
+    def start_log_probs(self, start: torch.Tensor, prefix: Any) -> torch.Tensor:
+        """(B, 1, T, A) log-density of a steered chain's start (B, T, C) under the policy's start distribution."""
+        mean, std = self.policy.start_distribution(prefix)
+        return gaussian_log_prob(start, mean, std.expand_as(mean))[:, None, :, :self.policy.action_dim]
 
     def value(self, prefix: Any, state: torch.Tensor) -> torch.Tensor:
         """(B,) value from the prefix features and the state (B, A) in SO-101 units."""
@@ -99,7 +127,9 @@ class FlowRL(nn.Module):
         steps = self.policy.steps
         times, dt = time_grid(steps, x0.device), -1.0 / steps
         sigmas = self.sigmas()
-        chain, log_probs = [x0], []
+        start_mean, start_std = self.policy.start_distribution(prefix)
+        chain = [start_mean + start_std * x0]
+        log_probs = [self.start_log_probs(chain[0], prefix)[:, 0]] if self.steer else []
         for k in range(steps):
             x = chain[-1]
             mean = x + dt * self.policy.velocity(prefix, x, times[k].expand(x.shape[0]))
@@ -109,7 +139,7 @@ class FlowRL(nn.Module):
         return Sample(torch.stack(chain, 1), torch.stack(log_probs, 1), self.value(prefix, state), stored)
 
     def evaluate(self, chain: torch.Tensor, prefix: Any, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probs (B, K, T, A) of a stored chain (B, K+1, T, C) under the current policy and noise sizes,
+        """Log-probs (B, R, T, A) of a stored chain (B, K+1, T, C) under the current policy and noise sizes,
         and the value (B,), from a stored prefix: K velocity calls in one batch of B*K, no encoder."""
         prefix = cast_prefix(prefix, torch.float32)
         batch, steps = chain.shape[0], self.policy.steps
@@ -122,7 +152,17 @@ class FlowRL(nn.Module):
         mean = (x + (-1.0 / steps) * velocity).reshape(batch, steps, *chain.shape[2:])
         sigmas = self.sigmas()[None, :, None, :]
         log_probs = gaussian_log_prob(chain[:, 1:], mean, sigmas)[..., :self.policy.action_dim]
+        if self.steer:
+            log_probs = torch.cat([self.start_log_probs(chain[:, 0], prefix), log_probs], dim=1)
         return log_probs, self.value(prefix, state)
+
+    def evaluate_start(self, chain: torch.Tensor, prefix: Any,
+                       state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`evaluate` of a steered chain's start alone: log-probs (B, 1, T, A) and the value (B,); for updates that
+        leave the velocity and the noise sizes as they are, where the transitions' log-probs cannot change."""
+        assert self.steer, "only a steered chain has a start to evaluate"
+        prefix = cast_prefix(prefix, torch.float32)
+        return self.start_log_probs(chain[:, 0], prefix), self.value(prefix, state)
 
     def actions(self, chain: torch.Tensor) -> torch.Tensor:
         """(B, K+1, T, C) chain -> (B, T, A) joint targets in SO-101 units."""

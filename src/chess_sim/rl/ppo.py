@@ -75,9 +75,9 @@ def normalized_advantages(storage) -> torch.Tensor:
 
 
 def scored_steps(model: FlowRL, sigma_min: float) -> torch.Tensor:
-    """(K,) the denoising steps that add a policy-gradient term: mean noise size over the real joints >=
-    `sigma_min` (all steps at 0)."""
-    steps = model.sigmas().detach()[:, :model.policy.action_dim].mean(dim=1) >= sigma_min
+    """(R,) the log-prob rows that add a policy-gradient term: mean noise size over the real joints >=
+    `sigma_min` (all rows at 0; a steered start, of size 1, always)."""
+    steps = model.row_sigmas() >= sigma_min
     if not bool(steps.any()):
         raise ValueError(f"pg_sigma_min {sigma_min} leaves no denoising step to learn from "
                          f"(the largest noise size is {float(model.sigmas().detach().max()):.3g})")
@@ -91,6 +91,9 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: RL
     only the value loss is minimised and policy and noise stay exactly as they were. The approximate KL (and
     so the early stop) covers every element of the chain, scored steps or not."""
     scored = scored_steps(model, cfg.pg_sigma_min)
+    # Steering alone (policy lr 0, fixed noise): the transitions' log-probs stay the rollout's, so only the start
+    # is re-evaluated, without K velocity passes per decision.
+    start_only = model.steer and cfg.lr == 0 and not cfg.learn_sigma
     normalized = normalized_advantages(storage)
     n = len(storage)
     stats: dict[str, list[float]] = {key: [] for key in ("pg_loss", "v_loss", "approx_kl", "clipfrac", "grad_norm")}
@@ -102,7 +105,11 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: RL
         for start in range(0, n, cfg.minibatch):
             index = order[start:start + cfg.minibatch]
             chain, prefix, state, old_log_probs = storage.minibatch(index)
-            log_probs, value = model.evaluate(chain, prefix, state)
+            if start_only:
+                start, value = model.evaluate_start(chain, prefix, state)
+                log_probs = torch.cat([start, old_log_probs[:, 1:]], dim=1)
+            else:
+                log_probs, value = model.evaluate(chain, prefix, state)
             v_loss = 0.5 * ((value - storage.returns[index]) ** 2).mean()
             policy_terms = clipped_policy_loss(log_ratio(log_probs[:, scored], old_log_probs[:, scored], cfg.ratio),
                                                normalized[index], cfg.clip)

@@ -53,11 +53,15 @@ def build(policy_dir: Path, cfg: RLConfig) -> tuple[FlowRL, torch.optim.Optimize
         raise RLError(str(error)) from None
     torch.manual_seed(cfg.seed)
     prefix_dtype = torch.float32 if policy.chain_dim == policy.action_dim else torch.bfloat16
-    model = FlowRL(policy, cfg.sigma_start, cfg.sigma_end, cfg.learn_sigma, prefix_dtype=prefix_dtype).eval()
-    groups = [{"params": [p for p in policy.parameters() if p.requires_grad], "lr": cfg.lr},
+    try:
+        model = FlowRL(policy, cfg.sigma_start, cfg.sigma_end, cfg.learn_sigma, prefix_dtype=prefix_dtype,
+                       steer=cfg.steer).eval()
+    except ValueError as error:
+        raise RLError(str(error)) from None
+    groups = [{"params": model.chain_parameters(), "lr": cfg.lr},
               {"params": list(model.critic.parameters()), "lr": cfg.critic_lr}]
-    if cfg.learn_sigma:
-        groups.append({"params": [model.log_sigma], "lr": cfg.sigma_lr})
+    if cfg.steer:
+        groups.append({"params": model.steering_parameters(), "lr": cfg.steer_lr})
     return model, torch.optim.AdamW(groups, weight_decay=0.0)
 
 
@@ -127,7 +131,7 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
             rollout_s = time.perf_counter() - began
             bar.close()
             if iteration == 1:
-                result = self_check(model, storage, cfg.lr, cfg.clip)
+                result = self_check(model, storage, cfg.lr, cfg.clip, cfg.steer_lr)
                 write_report(result, out)
                 if not result["passed"]:
                     raise RLError(f"self-check failed (see {out / 'check.md'}): {json.dumps(result)}")
@@ -140,7 +144,8 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
             state.update(iteration=iteration, next_index=state["next_index"] + cfg.episodes)
             line = {"iteration": iteration, "decisions": len(storage), "rollout_s": rollout_s,
                     "rollout_parts": parts, "update_s": time.perf_counter() - began,
-                    "sigma_mean": float(model.sigmas().detach().mean()), **stats, "kl": stats["approx_kl"],
+                    "sigma_mean": float(model.sigmas().detach().mean()), **_start_spread(model), **stats,
+                    "kl": stats["approx_kl"],
                     **_prefixed("train", summarize(rows)), "restarts": vec.restarts}
             out_of_time = cfg.minutes > 0 and time.perf_counter() - started >= 60 * cfg.minutes
             improved = False
@@ -161,6 +166,14 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
     if scalars is not None:
         scalars.close()
     return {**line, "best_val_success": state["best"], "out": str(out)}
+
+
+def _start_spread(model: FlowRL) -> dict:
+    """`start_std`: a steered start's spread per joint (1 where training began); nothing without steering."""
+    if not model.steer:
+        return {}
+    spread = model.policy.start_log_std.detach().exp().clamp(*model.policy.START_STD_BOUNDS)
+    return {"start_std": [round(float(v), 4) for v in spread]}
 
 
 def _check_same_run(out: Path, args: dict) -> None:
