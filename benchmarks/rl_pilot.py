@@ -1,7 +1,8 @@
-"""The RL learning pilot (issue #6): fine-tune the compact baseline with `chess-sim rl --profile compact` for a
-wall-time budget on this machine, then compare `best` with the baseline on the test scenes (paired, McNemar).
-Prints one JSON object: the validation curve (success with Wilson intervals vs iteration and wall time), the
-rise over iteration 0, the test comparison, the rollout time split and decisions/s. The learning curve (success
+"""The RL learning pilot (issue #6): fine-tune the compact baseline with `chess-sim rl --profile compact` (which
+steers the chain's start, `--steer`) for a wall-time budget on this machine, then compare `best` with the
+baseline on the test scenes (paired, McNemar). Prints one JSON object: the validation curve (success with Wilson
+intervals vs iteration and wall time), the rise over iteration 0, the training rollouts' success over the first
+and last 10 iterations, the test comparison, the rollout time split and decisions/s. The learning curve (success
 vs iteration and vs wall time) is also written as a PNG (`--figure`, for the README).
 
     .venv/bin/python benchmarks/rl_pilot.py [--policy models/baseline] [--out runs/rl_pilot] [--minutes 120]
@@ -59,9 +60,20 @@ def main() -> None:
         "target_rise_points": 15,
         "test": {key: paired[key] for key in ("episodes", "success_a", "success_a_ci", "success_b", "success_b_ci",
                                                 "difference", "only_a", "only_b", "mcnemar_p")},
+        "train_success_first_last": _first_last(updates),
         "rollout_split_s": parts, "rollout_s": rollout, "update_s": sum(line["update_s"] for line in updates),
         "decisions_per_s": sum(line["decisions"] for line in updates) / rollout if rollout else None,
     }))
+
+
+def _first_last(updates: list[dict], window: int = 10) -> dict:
+    """Success of the training rollouts (fresh scenes, the sampling policy) over the first and the last `window`
+    iterations: the learning signal on scenes that are never repeated, with no fixed draws to be lucky on."""
+    def rate(lines):
+        episodes = sum(line["train_episodes"] for line in lines)
+        return sum(line["train_success"] * line["train_episodes"] for line in lines) / episodes if episodes else None
+
+    return {"window": window, "first": rate(updates[:window]), "last": rate(updates[-window:])}
 
 
 if __name__ == "__main__":

@@ -123,6 +123,8 @@ def test_tiny_smolvla_ratio_is_one_before_an_update(tmp_path):
         log_probs, _ = model.evaluate(sample.chain, sample.prefix, batch["observation.state"])
     assert sample.log_probs.shape == (2, policy.steps, 50, 6)  # only the real joints count
     assert float((log_probs - sample.log_probs).abs().max()) < 1e-3
+    with pytest.raises(ValueError, match="steering needs a compact policy"):
+        FlowRL(policy, steer=True)
 
 
 def test_a_time_budget_ends_the_run_with_a_validated_iteration(policy_dir, tmp_path, monkeypatch):
