@@ -292,7 +292,7 @@ def cmd_rl_check(args: argparse.Namespace) -> dict:
     env_cfg = dataclasses.replace(profile(args.env_profile), early_stop=True)
     with make_vec_env(min(cfg.envs, cfg.episodes), env_cfg, backend=cli_args.backend_of(args)) as vec:
         storage, _, _ = collect(model, vec, cfg, 0, generator)
-    result = self_check(model, storage, cfg.lr, cfg.clip, cfg.steer_lr)
+    result = self_check(model, storage, cfg.policy_lrs(), cfg.clip)
     write_report(result, args.out)
     print((args.out / "check.md").read_text().strip())
     if not result["passed"]:

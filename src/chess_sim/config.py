@@ -345,7 +345,9 @@ class RLConfig:
     steering, as in DSRL. x_0 decides most of an episode's outcome (the chain's noise little), and its score has
     unit scale; its log-probs join the chain's as row 0 of (B, K+1, T, A) and always score."""
     steer_lr: float = 1e-3
-    """Learning rate of the steering head and spread (with `steer`)."""
+    """Learning rate of the steering head, the start's mean (with `steer`)."""
+    spread_lr: float = 3e-3
+    """Learning rate of the start's per-joint spread (with `steer`)."""
     critic_warmup: int = 1
     """First iterations that train only the critic (policy and noise untouched)."""
     torch_threads: int = 2
@@ -357,17 +359,22 @@ class RLConfig:
     tensorboard: bool = False
     """Also log every iteration's scalars for TensorBoard (`OUT/tensorboard/`)."""
 
+    def policy_lrs(self) -> dict[str, float]:
+        """Learning rate of each of `FlowRL.policy_parameter_sets`."""
+        return {"chain": self.lr, "start_mean": self.steer_lr, "start_spread": self.spread_lr}
+
 
 RL_PROFILES: dict[str, RLConfig] = {
     "smolvla": RLConfig(),
     "compact": RLConfig(episodes=64, envs=2, val_episodes=60, val_every=5, minibatch=32, epochs=4, lr=0.0,
-                        sigma_start=0.01, sigma_end=0.001, steer=True, steer_lr=3e-3, critic_warmup=2,
-                        torch_threads=1),
+                        sigma_start=0.01, sigma_end=0.001, steer=True, steer_lr=0.0, spread_lr=5e-3,
+                        critic_warmup=2, torch_threads=1),
 }
 """Named RL profiles; `--profile compact` (the compact policy's default) sizes the run for two CPU cores. It
-steers the start and leaves the velocity alone (lr 0, a faint chain noise that keeps the likelihood exact): at
-the batch sizes two cores allow, the chain's gradient had no measurable signal (`benchmarks/rl_signal.py`),
-while x_0 decides most outcomes (README, RL fine-tuning)."""
+learns the start's spread alone and leaves the velocity and the start's mean as they are (lr 0; a faint chain
+noise keeps the likelihood exact): at the batch sizes two cores allow, the chain's gradient had no measurable
+signal (`benchmarks/rl_signal.py`) and the mean head's 300 outputs drifted with the noise, while x_0's spread
+decides much of the outcome (README, RL fine-tuning)."""
 
 
 PROFILES: dict[str, EnvConfig] = {

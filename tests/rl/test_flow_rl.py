@@ -110,10 +110,10 @@ def test_check_tolerance_is_the_rounding_allowance_over_the_smallest_sigma(model
 def test_check_passes_a_fresh_rollout_and_fails_a_likelihood_mismatch(model):
     model.eval()
     storage = _storage(model)
-    assert self_check(model, storage, lr=1e-5, clip=0.2)["passed"]
+    assert self_check(model, storage, {"chain": 1e-5}, clip=0.2)["passed"]
     for decision in storage.decisions:
         decision.log_probs = decision.log_probs + 0.01  # twice the 5e-3 nats tolerance
-    result = self_check(model, storage, lr=1e-5, clip=0.2)
+    result = self_check(model, storage, {"chain": 1e-5}, clip=0.2)
     assert not result["passed"] and result["log_prob_max_abs_diff"] == pytest.approx(0.01, abs=1e-3)
 
 
@@ -186,10 +186,10 @@ def test_a_start_only_update_equals_the_full_one_and_leaves_the_chain(model):
     # gradients, moved by lr 0 in either case, would enter the clipped norm)
     for lr in (0.0, 1e-12):
         twin = copy.deepcopy(model)
-        steering = [*twin.policy.steer.parameters(), twin.policy.start_log_std]
-        chain = [p for p in twin.policy.parameters() if all(p is not q for q in steering)]
-        optimizer = torch.optim.AdamW([{"params": chain, "lr": 0.0}, {"params": steering, "lr": 1e-2},
-                                       {"params": list(twin.critic.parameters()), "lr": 1e-3}], weight_decay=0.0)
+        lrs = {"chain": 0.0, "start_mean": 1e-2, "start_spread": 1e-2}
+        groups = [{"params": params, "lr": lrs[name]} for name, params in twin.policy_parameter_sets().items()]
+        optimizer = torch.optim.AdamW([*groups, {"params": list(twin.critic.parameters()), "lr": 1e-3}],
+                                      weight_decay=0.0)
         before = {k: v.clone() for k, v in twin.policy.state_dict().items()}
         cfg = RLConfig(epochs=2, minibatch=2, target_kl=0.0, lr=lr, max_grad_norm=1e9)
         stats = ppo_update(twin, storage, optimizer, cfg, torch.Generator().manual_seed(0))
@@ -207,9 +207,10 @@ def test_steering_needs_a_policy_that_has_it():
         FlowRL(object(), steer=True)
 
 
-def test_the_self_check_update_moves_a_steered_start_at_its_own_lr(model):
+def test_the_self_check_update_moves_a_steered_start_at_its_own_lrs(model):
     model = steered_model(model.policy)
     storage = _storage(model)
-    still, moved = (self_check(model, storage, lr=0.0, clip=0.2, steer_lr=steer_lr) for steer_lr in (0.0, 1e-2))
-    assert still["passed"] and moved["passed"] and moved["update_steer_lr"] == 1e-2
+    still, moved = (self_check(model, storage, {"chain": 0.0, "start_mean": 0.0, "start_spread": lr}, clip=0.2)
+                    for lr in (0.0, 1e-2))
+    assert still["passed"] and moved["passed"] and moved["update_lrs"]["start_spread"] == 1e-2
     assert still["shift_element_max_nats"] <= still["log_prob_tolerance"] < moved["shift_element_max_nats"]

@@ -165,8 +165,10 @@ def test_a_run_interrupted_mid_update_resumes_to_the_uninterrupted_result(policy
 
 def test_a_steered_run_keeps_the_chain_and_saves_a_steered_policy(policy_dir, tmp_path):
     out = tmp_path / "run"
-    run(policy_dir, out, replace(CFG, iterations=2, val_every=2, steer=True, lr=0.0, steer_lr=1e-2), ENV)
+    cfg = replace(CFG, iterations=2, val_every=2, steer=True, lr=0.0, steer_lr=0.0, spread_lr=1e-2)
+    run(policy_dir, out, cfg, ENV)
     assert [line["iteration"] for line in lines(out)] == [0, 1, 2]
     start, last = CompactPolicy.load(policy_dir).state_dict(), CompactPolicy.load(out / "last")
     assert last.config.steering and all(torch.equal(start[k], last.state_dict()[k]) for k in start)
     assert not torch.equal(last.start_log_std, torch.zeros(6))  # the one update after the critic warm-up
+    assert not last.steer[-1].weight.any()  # the mean's lr is 0

@@ -34,9 +34,10 @@ def log_prob_tolerance(model: FlowRL) -> float:
     return MEAN_ROUNDING / float(model.sigmas().detach().min())
 
 
-def self_check(model: FlowRL, storage, lr: float, clip: float, steer_lr: float = 0.0, decisions: int = 8) -> dict:
+def self_check(model: FlowRL, storage, lrs: dict[str, float], clip: float, decisions: int = 8) -> dict:
     """Run the checks on up to `decisions` stored decisions; `passed` says whether all hard checks hold. The
-    trial update moves the chain at `lr` and a steered start at `steer_lr`, as the run's optimizer does."""
+    trial update moves each of the policy's parameter sets at its learning rate in `lrs`
+    (`RLConfig.policy_lrs`), as the run's optimizer does."""
     index = torch.arange(min(decisions, len(storage)))
     chain, prefix, state, old = storage.minibatch(index)
     with torch.no_grad():
@@ -58,19 +59,19 @@ def self_check(model: FlowRL, storage, lr: float, clip: float, steer_lr: float =
         "noise_free_deterministic": bool(torch.equal(first, second)),
         "noise_free_vs_policy_sampler_max_abs_diff": float((first - own).abs().max()),
     }
-    result.update(_one_update_shift(model, chain, prefix, state, old, lr, clip, steer_lr))
+    result.update(_one_update_shift(model, chain, prefix, state, old, lrs, clip))
     result["passed"] = (result["log_prob_max_abs_diff"] <= result["log_prob_tolerance"] and eval_mode
                         and result["noise_free_deterministic"]
                         and result["noise_free_vs_policy_sampler_max_abs_diff"] <= 1e-5)
     return result
 
 
-def _one_update_shift(model: FlowRL, chain, prefix, state, old, lr: float, clip: float, steer_lr: float) -> dict:
+def _one_update_shift(model: FlowRL, chain, prefix, state, old, lrs: dict[str, float], clip: float) -> dict:
     """One Adam step of the per-element PPO loss (unit advantages of alternating sign) on a copy of the model;
     how much log-probs then move at each granularity, and the share of ratios outside the clip range."""
     trial = copy.deepcopy(model)
-    optimizer = torch.optim.Adam([{"params": trial.chain_parameters(), "lr": lr},
-                                  {"params": trial.steering_parameters(), "lr": steer_lr}])
+    sets = trial.policy_parameter_sets()
+    optimizer = torch.optim.Adam([{"params": params, "lr": lrs[name]} for name, params in sets.items()])
     advantages = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(chain.shape[0])])
     new, _ = trial.evaluate(chain, prefix, state)
     clipped_policy_loss(log_ratio(new, old, "element"), advantages, clip)["pg_loss"].backward()
@@ -83,8 +84,7 @@ def _one_update_shift(model: FlowRL, chain, prefix, state, old, lr: float, clip:
         shift[f"shift_{mode}_median_nats"] = float(moved.median())
         shift[f"shift_{mode}_max_nats"] = float(moved.max())
         shift[f"outside_clip_{mode}"] = float(((log_ratio(after, old, mode).exp() - 1).abs() > clip).float().mean())
-    shift["update_lr"] = lr
-    shift["update_steer_lr"] = steer_lr if model.steer else None
+    shift["update_lrs"] = {name: lrs[name] for name in sets}
     return shift
 
 
@@ -102,7 +102,7 @@ def write_report(result: dict, out: Path) -> None:
         f"- policy in eval mode: {result['eval_mode']}",
         f"- noise-free sampler deterministic: {result['noise_free_deterministic']}; equal to the policy's own "
         f"sampler within {result['noise_free_vs_policy_sampler_max_abs_diff']:.2e}",
-        f"- after one update at lr {result['update_lr']:.0e}{_steered(result)}, |log-prob change| median / max: "
+        f"- after one update ({_rates(result['update_lrs'])}), |log-prob change| median / max: "
         f"per element {result['shift_element_median_nats']:.3g} / {result['shift_element_max_nats']:.3g} nats, per step "
         f"{result['shift_step_median_nats']:.3g} / {result['shift_step_max_nats']:.3g}, per chunk "
         f"{result['shift_chunk_median_nats']:.3g} / {result['shift_chunk_max_nats']:.3g}. Ratios outside the "
@@ -113,6 +113,5 @@ def write_report(result: dict, out: Path) -> None:
     atomic.write_text(out / "check.md", "\n".join(lines) + "\n")
 
 
-def _steered(result: dict) -> str:
-    steer_lr = result.get("update_steer_lr")
-    return "" if steer_lr is None else f" (steered start at lr {steer_lr:.0e})"
+def _rates(lrs: dict[str, float]) -> str:
+    return ", ".join(f"{name.replace('_', ' ')} lr {lr:.0e}" for name, lr in lrs.items())

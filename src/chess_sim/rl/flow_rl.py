@@ -79,14 +79,15 @@ class FlowRL(nn.Module):
         """(K, C) noise size of every step and chain dimension."""
         return self.log_sigma.exp().clamp(*self.SIGMA_BOUNDS)
 
-    def steering_parameters(self) -> list[nn.Parameter]:
-        """The steered start's head and spread (empty without steering)."""
-        return [*self.policy.steer.parameters(), self.policy.start_log_std] if self.steer else []
-
-    def chain_parameters(self) -> list[nn.Parameter]:
-        """The policy's other trainable parameters: those of the velocity (and encoder) that shape the chain."""
-        steering = self.steering_parameters()
-        return [p for p in self.policy.parameters() if p.requires_grad and all(p is not q for q in steering)]
+    def policy_parameter_sets(self) -> dict[str, list[nn.Parameter]]:
+        """The policy's trainable parameters by role: `chain` (velocity and encoder) and, when steered,
+        `start_mean` (the head) and `start_spread`; each has its own learning rate (`RLConfig.policy_lrs`)."""
+        if not self.steer:
+            return {"chain": [p for p in self.policy.parameters() if p.requires_grad]}
+        head = list(self.policy.steer.parameters())
+        start = [*head, self.policy.start_log_std]
+        chain = [p for p in self.policy.parameters() if p.requires_grad and all(p is not q for q in start)]
+        return {"chain": chain, "start_mean": head, "start_spread": [self.policy.start_log_std]}
 
     def row_sigmas(self) -> torch.Tensor:
         """(R,) mean noise size over the real joints of each log-prob row, for `ppo.scored_steps`. A steered start

@@ -58,10 +58,9 @@ def build(policy_dir: Path, cfg: RLConfig) -> tuple[FlowRL, torch.optim.Optimize
                        steer=cfg.steer).eval()
     except ValueError as error:
         raise RLError(str(error)) from None
-    groups = [{"params": model.chain_parameters(), "lr": cfg.lr},
-              {"params": list(model.critic.parameters()), "lr": cfg.critic_lr}]
-    if cfg.steer:
-        groups.append({"params": model.steering_parameters(), "lr": cfg.steer_lr})
+    lrs = cfg.policy_lrs()
+    groups = [{"params": params, "lr": lrs[name]} for name, params in model.policy_parameter_sets().items()]
+    groups.append({"params": list(model.critic.parameters()), "lr": cfg.critic_lr})
     return model, torch.optim.AdamW(groups, weight_decay=0.0)
 
 
@@ -131,7 +130,7 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
             rollout_s = time.perf_counter() - began
             bar.close()
             if iteration == 1:
-                result = self_check(model, storage, cfg.lr, cfg.clip, cfg.steer_lr)
+                result = self_check(model, storage, cfg.policy_lrs(), cfg.clip)
                 write_report(result, out)
                 if not result["passed"]:
                     raise RLError(f"self-check failed (see {out / 'check.md'}): {json.dumps(result)}")
