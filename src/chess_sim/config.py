@@ -205,6 +205,8 @@ class CompactConfig:
     steering: bool = False
     """A learned start for the chain, x_0 ~ N(mean(prefix), diag(std^2)) (latent steering, `chess-sim rl --steer`);
     the mean starts at zero and the spread at 1, so a policy given steering first acts exactly as it did without."""
+    start_spread: str = "joint"
+    """With steering: `joint`, one spread per joint, or `shared`, one for all joints."""
 
 
 @dataclass(frozen=True)
@@ -347,7 +349,10 @@ class RLConfig:
     steer_lr: float = 1e-3
     """Learning rate of the steering head, the start's mean (with `steer`)."""
     spread_lr: float = 3e-3
-    """Learning rate of the start's per-joint spread (with `steer`)."""
+    """Learning rate of the start's spread (with `steer`)."""
+    spread: str = "joint"
+    """The start's spread (with `steer`): `joint`, one per joint, or `shared`, one for all joints, whose score sums
+    the six joints' and so has sqrt(6) times the signal-to-noise ratio of each."""
     critic_warmup: int = 1
     """First iterations that train only the critic (policy and noise untouched)."""
     torch_threads: int = 2
@@ -367,14 +372,14 @@ class RLConfig:
 RL_PROFILES: dict[str, RLConfig] = {
     "smolvla": RLConfig(),
     "compact": RLConfig(episodes=64, envs=2, val_episodes=60, val_every=5, minibatch=32, epochs=4, lr=0.0,
-                        sigma_start=0.01, sigma_end=0.001, steer=True, steer_lr=0.0, spread_lr=5e-3,
-                        critic_warmup=2, torch_threads=1),
+                        sigma_start=0.01, sigma_end=0.001, steer=True, steer_lr=0.0, spread="shared",
+                        spread_lr=1e-2, critic_warmup=2, torch_threads=1),
 }
 """Named RL profiles; `--profile compact` (the compact policy's default) sizes the run for two CPU cores. It
-learns the start's spread alone and leaves the velocity and the start's mean as they are (lr 0; a faint chain
-noise keeps the likelihood exact): at the batch sizes two cores allow, the chain's gradient had no measurable
-signal (`benchmarks/rl_signal.py`) and the mean head's 300 outputs drifted with the noise, while x_0's spread
-decides much of the outcome (README, RL fine-tuning)."""
+learns the start's spread alone, one for all joints, and leaves the velocity and the start's mean as they are
+(lr 0; a faint chain noise keeps the likelihood exact): at the batch sizes two cores allow, the chain's gradient
+had no measurable signal (`benchmarks/rl_signal.py`), the mean head's 300 outputs drifted with the noise, and
+per-joint spreads moved too slowly, while x_0's spread decides much of the outcome (README, RL fine-tuning)."""
 
 
 PROFILES: dict[str, EnvConfig] = {

@@ -136,9 +136,9 @@ def test_only_steps_noisy_enough_add_a_policy_gradient(model):
     assert grads[0.04].norm() < 0.5 * grads[0.0].norm()
 
 
-def steered_model(policy, mean=0.3, std=0.5):
+def steered_model(policy, mean=0.3, std=0.5, spread="joint"):
     """FlowRL with steering whose start is N(mean, std^2) everywhere (a hand-set head: zero weights, a bias)."""
-    model = FlowRL(policy, sigma_start=0.2, sigma_end=0.02, steer=True).eval()
+    model = FlowRL(policy, sigma_start=0.2, sigma_end=0.02, steer=True, spread=spread).eval()
     with torch.no_grad():
         model.policy.steer[-1].bias.fill_(mean)
         model.policy.start_log_std.fill_(math.log(std))
@@ -156,8 +156,10 @@ def test_a_policy_given_steering_samples_exactly_as_before():
     assert torch.equal(before, after)
 
 
-def test_the_start_log_density_is_the_closed_form_gaussian(model):
-    model = steered_model(model.policy, mean=0.3, std=0.5)
+@pytest.mark.parametrize("spread", ["joint", "shared"])
+def test_the_start_log_density_is_the_closed_form_gaussian(model, spread):
+    model = steered_model(model.policy, mean=0.3, std=0.5, spread=spread)
+    assert model.policy.start_log_std.shape == ((6,) if spread == "joint" else (1,))
     draw = torch.randn(2, 50, 6)
     sample = model.sample(batch_of(2), draw, torch.randn(2, SMALL.steps, 50, 6))
     assert sample.log_probs.shape == (2, SMALL.steps + 1, 50, 6)

@@ -101,9 +101,10 @@ def test_cli_smoke_rl_and_rl_check(policy_dir, tmp_path, capsys):
     capsys.readouterr()
     assert main(["rl", "--policy", str(tmp_path / "none"), "--out", str(tmp_path / "x")]) == 2
     assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "y"), "--ratio", "token"]) == 2
+    assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "y"), "--spread", "pooled"]) == 2
     assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "rl"), *tiny]) == 2  # not empty
     errors = capsys.readouterr().err.strip().splitlines()
-    assert len(errors) == 3 and all(line.startswith("chess-sim: error:") for line in errors)
+    assert len(errors) == 4 and all(line.startswith("chess-sim: error:") for line in errors)
 
 
 def test_tiny_smolvla_ratio_is_one_before_an_update(tmp_path):

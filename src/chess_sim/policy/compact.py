@@ -134,7 +134,8 @@ class CompactPolicy(nn.Module):
         self.expert = nn.TransformerDecoder(layer, self.config.layers)
         self.action_out = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, self.action_dim))
         self.steer = _steering_head(width, self.chunk * self.action_dim) if self.config.steering else None
-        self.start_log_std = nn.Parameter(torch.zeros(self.action_dim)) if self.config.steering else None
+        spreads = {"joint": self.action_dim, "shared": 1}[self.config.start_spread]
+        self.start_log_std = nn.Parameter(torch.zeros(spreads)) if self.config.steering else None
 
     # ------------------------------------------------------------------ FlowPolicy
     def encode(self, batch: dict) -> dict[str, torch.Tensor]:
@@ -177,14 +178,15 @@ class CompactPolicy(nn.Module):
         if self.steer is None:
             return tokens.new_zeros(tokens.shape[0], self.chunk, self.action_dim), tokens.new_ones(self.action_dim)
         mean = self.steer(torch.cat([self.features(prefix), prefix["task"]], dim=1))
-        return mean.view(-1, self.chunk, self.action_dim), self.start_log_std.exp().clamp(*self.START_STD_BOUNDS)
+        std = self.start_log_std.exp().clamp(*self.START_STD_BOUNDS).expand(self.action_dim)
+        return mean.view(-1, self.chunk, self.action_dim), std
 
-    def with_steering(self) -> "CompactPolicy":
-        """This policy with steering added (a zero mean and a unit spread, so it samples as before); itself if it
-        has it already."""
+    def with_steering(self, spread: str = "joint") -> "CompactPolicy":
+        """This policy with steering added (a zero mean and a unit spread, `joint` or `shared`, so it samples as
+        before); itself if it has steering already."""
         if self.steer is not None:
             return self
-        steered = CompactPolicy(replace(self.config, steering=True), self.normalizer)
+        steered = CompactPolicy(replace(self.config, steering=True, start_spread=spread), self.normalizer)
         missing, unexpected = steered.load_state_dict(self.state_dict(), strict=False)
         assert not unexpected and all(name.startswith(("steer.", "start_log_std")) for name in missing), \
             (missing, unexpected)

@@ -53,12 +53,12 @@ class FlowRL(nn.Module):
 
     def __init__(self, policy: FlowPolicy, sigma_start: float = 0.2, sigma_end: float = 0.002,
                  learn_sigma: bool = False, critic_width: int = 256, prefix_dtype: torch.dtype = torch.float32,
-                 steer: bool = False):
+                 steer: bool = False, spread: str = "joint"):
         super().__init__()
         if steer:
             if not hasattr(policy, "with_steering"):
                 raise ValueError(f"steering needs a compact policy; {type(policy).__name__} has no steering head")
-            policy = policy.with_steering()
+            policy = policy.with_steering(spread)
         self.steer = steer
         self.policy = policy
         self.prefix_dtype = prefix_dtype

@@ -55,7 +55,7 @@ def build(policy_dir: Path, cfg: RLConfig) -> tuple[FlowRL, torch.optim.Optimize
     prefix_dtype = torch.float32 if policy.chain_dim == policy.action_dim else torch.bfloat16
     try:
         model = FlowRL(policy, cfg.sigma_start, cfg.sigma_end, cfg.learn_sigma, prefix_dtype=prefix_dtype,
-                       steer=cfg.steer).eval()
+                       steer=cfg.steer, spread=cfg.spread).eval()
     except ValueError as error:
         raise RLError(str(error)) from None
     lrs = cfg.policy_lrs()
@@ -172,7 +172,7 @@ def _start_spread(model: FlowRL) -> dict:
     if not model.steer:
         return {}
     spread = model.policy.start_log_std.detach().exp().clamp(*model.policy.START_STD_BOUNDS)
-    return {"start_std": [round(float(v), 4) for v in spread]}
+    return {"start_std": [round(float(v), 4) for v in spread.expand(model.policy.action_dim)]}
 
 
 def _check_same_run(out: Path, args: dict) -> None:

@@ -19,11 +19,6 @@ from chess_sim.config import EnvConfig, RewardConfig
 from chess_sim.sim import vec_env
 
 
-ACTOR_OPTIONS = {"enable_task_events": False}
-"""Every call would otherwise report its state changes to Ray's control store (for the dashboard, which is not
-started): work that competes with the simulators for the CPUs, a few hundred calls a second."""
-
-
 class RayBackendError(Exception):
     """Ray is missing or its cluster cannot be reached (one-line message for the CLI)."""
 
@@ -81,7 +76,7 @@ class RayVecChessEnv(vec_env.VecChessEnv):
         import ray
 
         connect()
-        self._actor_class = ray.remote(num_cpus=cpus, max_restarts=0, **ACTOR_OPTIONS)(_Simulator)
+        self._actor_class = ray.remote(num_cpus=cpus, max_restarts=0)(_Simulator)
         super().__init__(n, cfg, seconds, reward)
 
     def _start(self, worker: int) -> None:
@@ -137,7 +132,7 @@ def ordered_map(fn, jobs, workers: int, initializer, initargs: tuple, in_flight_
     import ray
 
     connect()
-    runner = ray.remote(num_cpus=cpus, max_restarts=0, **ACTOR_OPTIONS)(_Runner)
+    runner = ray.remote(num_cpus=cpus, max_restarts=0)(_Runner)
     actors = [runner.remote(initializer, initargs) for _ in range(workers)]
     jobs = iter(jobs)
     pending: deque = deque()
