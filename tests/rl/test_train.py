@@ -48,6 +48,12 @@ def test_a_run_logs_every_iteration_and_writes_its_checkpoints(full_run):
     assert torch.load(full_run / "last" / "rl_state.pt", weights_only=False)["next_index"] == 3 * CFG.episodes
 
 
+def test_the_optimizer_trains_a_learned_noise_size(policy_dir):
+    model, optimizer = rl_train.build(policy_dir, replace(CFG, learn_sigma=True, sigma_lr=0.5))
+    group = next(g for g in optimizer.param_groups if any(p is model.log_sigma for p in g["params"]))
+    assert group["lr"] == 0.5
+
+
 def test_critic_warmup_iteration_leaves_the_policy_as_it_was(policy_dir, full_run, tmp_path, monkeypatch):
     start = CompactPolicy.load(policy_dir).state_dict()
     monkeypatch.setattr(rl_train, "_validate", lambda *args: {"val_success": 0.0})

@@ -178,8 +178,11 @@ class CompactPolicy(nn.Module):
         if self.steer is None:
             return tokens.new_zeros(tokens.shape[0], self.chunk, self.action_dim), tokens.new_ones(self.action_dim)
         mean = self.steer(torch.cat([self.features(prefix), prefix["task"]], dim=1))
-        std = self.start_log_std.exp().clamp(*self.START_STD_BOUNDS).expand(self.action_dim)
-        return mean.view(-1, self.chunk, self.action_dim), std
+        return mean.view(-1, self.chunk, self.action_dim), self.start_std()
+
+    def start_std(self) -> torch.Tensor:
+        """(A,) a steered start's spread per joint, within `START_STD_BOUNDS`."""
+        return self.start_log_std.exp().clamp(*self.START_STD_BOUNDS).expand(self.action_dim)
 
     def with_steering(self, spread: str = "joint") -> "CompactPolicy":
         """This policy with steering added (a zero mean and a unit spread, `joint` or `shared`, so it samples as

@@ -102,8 +102,8 @@ def write_report(result: dict, out: Path) -> None:
         f"- policy in eval mode: {result['eval_mode']}",
         f"- noise-free sampler deterministic: {result['noise_free_deterministic']}; equal to the policy's own "
         f"sampler within {result['noise_free_vs_policy_sampler_max_abs_diff']:.2e}",
-        f"- after one update ({_rates(result['update_lrs'])}), |log-prob change| median / max: "
-        f"per element {result['shift_element_median_nats']:.3g} / {result['shift_element_max_nats']:.3g} nats, per step "
+        f"- after one update ({_rates(result['update_lrs'])}), |log-prob change| median / max: per element "
+        f"{result['shift_element_median_nats']:.3g} / {result['shift_element_max_nats']:.3g} nats, per step "
         f"{result['shift_step_median_nats']:.3g} / {result['shift_step_max_nats']:.3g}, per chunk "
         f"{result['shift_chunk_median_nats']:.3g} / {result['shift_chunk_max_nats']:.3g}. Ratios outside the "
         f"clip range: {100 * result['outside_clip_element']:.1f}% of elements, "

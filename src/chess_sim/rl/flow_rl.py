@@ -97,8 +97,11 @@ class FlowRL(nn.Module):
 
     def start_log_probs(self, start: torch.Tensor, prefix: Any) -> torch.Tensor:
         """(B, 1, T, A) log-density of a steered chain's start (B, T, C) under the policy's start distribution."""
-        mean, std = self.policy.start_distribution(prefix)
-        return gaussian_log_prob(start, mean, std.expand_as(mean))[:, None, :, :self.policy.action_dim]
+        return self._start_log_density(start, *self.policy.start_distribution(prefix))[:, None]
+
+    def _start_log_density(self, start: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+        """(B, T, A) log N(start; mean, std^2) over the real joints."""
+        return gaussian_log_prob(start, mean, std.expand_as(mean))[..., :self.policy.action_dim]
 
     def value(self, prefix: Any, state: torch.Tensor) -> torch.Tensor:
         """(B,) value from the prefix features and the state (B, A) in SO-101 units."""
@@ -130,7 +133,7 @@ class FlowRL(nn.Module):
         sigmas = self.sigmas()
         start_mean, start_std = self.policy.start_distribution(prefix)
         chain = [start_mean + start_std * x0]
-        log_probs = [self.start_log_probs(chain[0], prefix)[:, 0]] if self.steer else []
+        log_probs = [self._start_log_density(chain[0], start_mean, start_std)] if self.steer else []
         for k in range(steps):
             x = chain[-1]
             mean = x + dt * self.policy.velocity(prefix, x, times[k].expand(x.shape[0]))

@@ -61,6 +61,8 @@ def build(policy_dir: Path, cfg: RLConfig) -> tuple[FlowRL, torch.optim.Optimize
     lrs = cfg.policy_lrs()
     groups = [{"params": params, "lr": lrs[name]} for name, params in model.policy_parameter_sets().items()]
     groups.append({"params": list(model.critic.parameters()), "lr": cfg.critic_lr})
+    if cfg.learn_sigma:
+        groups.append({"params": [model.log_sigma], "lr": cfg.sigma_lr})
     return model, torch.optim.AdamW(groups, weight_decay=0.0)
 
 
@@ -171,8 +173,7 @@ def _start_spread(model: FlowRL) -> dict:
     """`start_std`: a steered start's spread per joint (1 where training began); nothing without steering."""
     if not model.steer:
         return {}
-    spread = model.policy.start_log_std.detach().exp().clamp(*model.policy.START_STD_BOUNDS)
-    return {"start_std": [round(float(v), 4) for v in spread.expand(model.policy.action_dim)]}
+    return {"start_std": [round(float(v), 4) for v in model.policy.start_std().detach()]}
 
 
 def _check_same_run(out: Path, args: dict) -> None:
