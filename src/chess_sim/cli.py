@@ -253,8 +253,10 @@ def _rl_config(args: argparse.Namespace) -> RLConfig:
     cfg = dataclasses.replace(RL_PROFILES[name], **overrides)
     if cfg.ratio not in ("element", "step", "chunk"):
         raise UsageError(f"--ratio must be element, step or chunk, got {cfg.ratio!r}")
-    if cfg.spread not in ("joint", "shared"):
-        raise UsageError(f"--spread must be joint or shared, got {cfg.spread!r}")
+    if cfg.spread not in ("joint", "shared", "scene"):
+        raise UsageError(f"--spread must be joint, shared or scene, got {cfg.spread!r}")
+    if cfg.spread_noise < 0 or (cfg.spread_noise > 0 and not cfg.steer):
+        raise UsageError(f"--spread-noise must be >= 0, and above 0 only with --steer, got {cfg.spread_noise}")
     for name in ("iterations", "episodes", "envs", "val_episodes", "val_every", "save_every", "epochs", "minibatch"):
         if getattr(cfg, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1")

@@ -206,7 +206,8 @@ class CompactConfig:
     """A learned start for the chain, x_0 ~ N(mean(prefix), diag(std^2)) (latent steering, `chess-sim rl --steer`);
     the mean starts at zero and the spread at 1, so a policy given steering first acts exactly as it did without."""
     start_spread: str = "joint"
-    """With steering: `joint`, one spread per joint, or `shared`, one for all joints."""
+    """With steering: `joint`, one spread per joint, `shared`, one for all joints, or `scene`, one for all joints
+    that a small head on the prefix adjusts per observation (its last layer starts at zero)."""
 
 
 @dataclass(frozen=True)
@@ -351,8 +352,16 @@ class RLConfig:
     spread_lr: float = 3e-3
     """Learning rate of the start's spread (with `steer`)."""
     spread: str = "joint"
-    """The start's spread (with `steer`): `joint`, one per joint, or `shared`, one for all joints, whose score sums
-    the six joints' and so has sqrt(6) times the signal-to-noise ratio of each."""
+    """The start's spread (with `steer`): `joint`, one per joint, `shared`, one for all joints, whose score sums
+    the six joints' and so has sqrt(6) times the signal-to-noise ratio of each, or `scene`, a shared spread that
+    a small head adjusts per observation (learning rate `spread_head_lr`)."""
+    spread_head_lr: float = 1e-4
+    """Learning rate of the `scene` spread's head. Far below `spread_lr`: with Adam, every one of the head's weights
+    moves by about the learning rate per step, so its output moves by about the learning rate times its width."""
+    spread_noise: float = 0.0
+    """Spread exploration (with `steer`): each decision draws its own log-spread, N(log spread, tau^2) with this
+    tau, and PPO learns the spread from those draws, which vary it far more than one x_0 of 300 elements varies
+    its own norm (~4%); 0: the spread learns from x_0 alone. Validation always starts from the learned spread."""
     critic_warmup: int = 1
     """First iterations that train only the critic (policy and noise untouched)."""
     torch_threads: int = 2
@@ -366,20 +375,23 @@ class RLConfig:
 
     def policy_lrs(self) -> dict[str, float]:
         """Learning rate of each of `FlowRL.policy_parameter_sets`."""
-        return {"chain": self.lr, "start_mean": self.steer_lr, "start_spread": self.spread_lr}
+        return {"chain": self.lr, "start_mean": self.steer_lr, "start_spread": self.spread_lr,
+                "spread_head": self.spread_head_lr}
 
 
 RL_PROFILES: dict[str, RLConfig] = {
     "smolvla": RLConfig(),
     "compact": RLConfig(episodes=64, envs=2, val_episodes=60, val_every=5, minibatch=32, epochs=4, lr=0.0,
-                        sigma_start=0.01, sigma_end=0.001, steer=True, steer_lr=0.0, spread="shared",
-                        spread_lr=1e-2, critic_warmup=2, torch_threads=1),
+                        sigma_start=0.01, sigma_end=0.001, steer=True, steer_lr=0.0, spread="scene",
+                        spread_lr=1e-2, spread_noise=0.3, critic_warmup=2, torch_threads=1),
 }
 """Named RL profiles; `--profile compact` (the compact policy's default) sizes the run for two CPU cores. It
-learns the start's spread alone, one for all joints, and leaves the velocity and the start's mean as they are
-(lr 0; a faint chain noise keeps the likelihood exact): at the batch sizes two cores allow, the chain's gradient
-had no measurable signal (`benchmarks/rl_signal.py`), the mean head's 300 outputs drifted with the noise, and
-per-joint spreads moved too slowly, while x_0's spread decides much of the outcome (README, RL fine-tuning)."""
+learns the start's spread alone, one for all joints with a small head's adjustment per observation, explored per
+decision, and leaves the velocity and the start's mean as they are (lr 0; a faint chain noise keeps the
+likelihood exact): at the batch sizes two cores allow, the chain's gradient had no measurable signal
+(`benchmarks/rl_signal.py`), the mean head's 300 outputs drifted with the noise, and a spread learned from x_0
+alone moved too slowly (~130 iterations to 0.55), while x_0's spread decides much of the outcome (README, RL
+fine-tuning)."""
 
 
 PROFILES: dict[str, EnvConfig] = {

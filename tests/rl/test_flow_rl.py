@@ -61,14 +61,18 @@ def test_sigma_schedule_runs_from_start_to_end(model):
     assert float(sigmas[0, 0]) == pytest.approx(0.2) and float(sigmas[-1, 0]) == pytest.approx(0.002)
 
 
-def _storage(model, episodes=2):
+def _storage(model, episodes=2, reward=lambda i, episode, sample: float(i + episode)):
     storage = Storage()
     for episode in range(episodes):
         batch = batch_of(2, seed=episode)
-        sample = model.sample(batch, torch.randn(2, 50, 6), torch.randn(2, SMALL.steps, 50, 6))
+        draw = torch.randn(2, model.policy.start_log_std.shape[0]) if model.steer else None
+        sample = model.sample(batch, torch.randn(2, 50, 6), torch.randn(2, SMALL.steps, 50, 6), draw)
         prefixes = split_prefix(sample.prefix, 2)
+        drawn = sample.spread is not None
         decisions = [Decision(sample.chain[i], sample.log_probs[i], float(sample.value[i]),
-                              batch["observation.state"][i], prefixes[i], reward=float(i + episode)) for i in range(2)]
+                              batch["observation.state"][i], prefixes[i], reward=reward(i, episode, sample),
+                              spread=sample.spread[i] if drawn else None,
+                              spread_log_prob=sample.spread_log_probs[i] if drawn else None) for i in range(2)]
         storage.add_episode(decisions, bootstrap=0.0)
     storage.finish(0.99, 0.95)
     return storage
@@ -136,9 +140,10 @@ def test_only_steps_noisy_enough_add_a_policy_gradient(model):
     assert grads[0.04].norm() < 0.5 * grads[0.0].norm()
 
 
-def steered_model(policy, mean=0.3, std=0.5, spread="joint"):
+def steered_model(policy, mean=0.3, std=0.5, spread="joint", spread_noise=0.0):
     """FlowRL with steering whose start is N(mean, std^2) everywhere (a hand-set head: zero weights, a bias)."""
-    model = FlowRL(policy, sigma_start=0.2, sigma_end=0.02, steer=True, spread=spread).eval()
+    model = FlowRL(policy, sigma_start=0.2, sigma_end=0.02, steer=True, spread=spread,
+                   spread_noise=spread_noise).eval()
     with torch.no_grad():
         model.policy.steer[-1].bias.fill_(mean)
         model.policy.start_log_std.fill_(math.log(std))
@@ -216,3 +221,73 @@ def test_the_self_check_update_moves_a_steered_start_at_its_own_lrs(model):
                     for lr in (0.0, 1e-2))
     assert still["passed"] and moved["passed"] and moved["update_lrs"]["start_spread"] == 1e-2
     assert still["shift_element_max_nats"] <= still["log_prob_tolerance"] < moved["shift_element_max_nats"]
+
+
+@pytest.mark.parametrize("spread", ["joint", "shared"])
+def test_spread_exploration_starts_each_decision_from_its_drawn_spread(model, spread):
+    model = steered_model(model.policy, mean=0.3, std=0.5, spread=spread, spread_noise=0.3)
+    draw, x0 = torch.randn(2, 6 if spread == "joint" else 1), torch.randn(2, 50, 6)
+    sample = model.sample(batch_of(2), x0, torch.randn(2, SMALL.steps, 50, 6), draw)
+    drawn = math.log(0.5) + 0.3 * draw
+    assert torch.allclose(sample.spread, drawn)
+    std = drawn.exp().expand(2, 6)[:, None]
+    assert torch.allclose(sample.chain[:, 0], 0.3 + std * x0, atol=1e-6)
+    assert torch.allclose(sample.log_probs[:, 0], -0.5 * x0 ** 2 - std.log() - 0.5 * math.log(2 * math.pi), atol=1e-5)
+    assert torch.allclose(sample.spread_log_probs, -0.5 * draw ** 2 - math.log(0.3) - 0.5 * math.log(2 * math.pi),
+                          atol=1e-5)
+    with torch.no_grad():  # without draws (validation, the self-check's noise-free chain): the learned spread
+        plain = model.sample(batch_of(2), x0, None)
+    assert plain.spread is None and torch.allclose(plain.chain[:, 0], 0.3 + 0.5 * x0, atol=1e-6)
+
+
+def test_drawn_spreads_reevaluate_and_pass_the_self_check(model):
+    model = steered_model(model.policy, spread="shared", spread_noise=0.3)
+    storage = _storage(model)
+    index = torch.arange(len(storage))
+    chain, prefix, state, old = storage.minibatch(index)
+    drawn, old_spread = storage.spreads(index)
+    with torch.no_grad():
+        new, _ = model.evaluate(chain, prefix, state, drawn)
+        assert torch.allclose(model.spread_log_probs(drawn, prefix), old_spread)
+    assert float((new - old).abs().max()) < 1e-3
+    assert self_check(model, storage, {"chain": 0.0, "start_mean": 0.0, "start_spread": 1e-2}, clip=0.2)["passed"]
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_ppo_moves_the_spread_towards_the_draws_that_paid(model, sign):
+    """Rewards that grow (sign 1) or shrink (-1) with each decision's drawn log-spread: one update moves the
+    learned spread the same way."""
+    model = steered_model(model.policy, std=0.5, spread="shared", spread_noise=0.3)
+    storage = _storage(model, episodes=8, reward=lambda i, episode, sample: sign * float(sample.spread[i, 0]))
+    optimizer = torch.optim.Adam([{"params": [model.policy.start_log_std], "lr": 1e-2},
+                                  {"params": list(model.critic.parameters()), "lr": 0.0}])
+    cfg = RLConfig(epochs=2, minibatch=4, target_kl=0.0, lr=0.0)
+    stats = ppo_update(model, storage, optimizer, cfg, torch.Generator().manual_seed(0))
+    assert sign * (float(model.policy.start_log_std.detach()) - math.log(0.5)) > 0.005
+    assert stats["spread_kl"] >= 0.0 and 0.0 <= stats["spread_clipfrac"] <= 1.0
+
+
+def test_spread_exploration_needs_steering():
+    with pytest.raises(ValueError, match="spread exploration"):
+        FlowRL(CompactPolicy(SMALL, Normalizer.identity()), spread_noise=0.3)
+
+
+def test_a_scene_spread_depends_on_the_observation_and_learns_with_its_head(model):
+    model = steered_model(model.policy, spread="scene", spread_noise=0.3)
+    head = model.policy.spread_head
+    assert model.policy.start_log_std.shape == (1,) and head is not None
+    sets = model.policy_parameter_sets()
+    assert sets["spread_head"] == list(head.parameters()) and sets["start_spread"] == [model.policy.start_log_std]
+    assert not any(p is q for p in head.parameters() for q in sets["chain"])
+    batch, x0 = batch_of(2), torch.randn(2, 50, 6)
+    with torch.no_grad():
+        prefix = model.policy.encode(batch)
+        assert torch.allclose(model.policy.start_log_spread(prefix), torch.full((2, 1), math.log(0.5)))
+        head[-1].weight.normal_()
+        log_spread = model.policy.start_log_spread(prefix)
+        assert log_spread.shape == (2, 1) and float((log_spread[0] - log_spread[1]).abs()) > 1e-3
+        own = sample_chain(model.policy, prefix, x0)[:, 0]
+    assert torch.allclose(own, 0.3 + log_spread.exp()[:, :, None] * x0, atol=1e-6)
+    draw = torch.randn(2, 1)
+    sample = model.sample(batch, x0, torch.randn(2, SMALL.steps, 50, 6), draw)
+    assert torch.allclose(sample.spread, log_spread + 0.3 * draw, atol=1e-6)

@@ -134,8 +134,10 @@ class CompactPolicy(nn.Module):
         self.expert = nn.TransformerDecoder(layer, self.config.layers)
         self.action_out = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, self.action_dim))
         self.steer = _steering_head(width, self.chunk * self.action_dim) if self.config.steering else None
-        spreads = {"joint": self.action_dim, "shared": 1}[self.config.start_spread]
+        spreads = {"joint": self.action_dim, "shared": 1, "scene": 1}[self.config.start_spread]
         self.start_log_std = nn.Parameter(torch.zeros(spreads)) if self.config.steering else None
+        scene_spread = self.config.steering and self.config.start_spread == "scene"
+        self.spread_head = _steering_head(width, 1) if scene_spread else None
 
     # ------------------------------------------------------------------ FlowPolicy
     def encode(self, batch: dict) -> dict[str, torch.Tensor]:
@@ -174,24 +176,42 @@ class CompactPolicy(nn.Module):
     over it would be stuck there for good."""
 
     def start_distribution(self, prefix: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean (B, T, A) and spread: (A,), or (B, 1, A) with a `scene` spread."""
         tokens = prefix["tokens"]
         if self.steer is None:
             return tokens.new_zeros(tokens.shape[0], self.chunk, self.action_dim), tokens.new_ones(self.action_dim)
-        mean = self.steer(torch.cat([self.features(prefix), prefix["task"]], dim=1))
-        return mean.view(-1, self.chunk, self.action_dim), self.start_std()
+        mean = self.steer(self._steering_context(prefix))
+        std = self.start_std_of(self.start_log_spread(prefix))
+        return mean.view(-1, self.chunk, self.action_dim), std if self.spread_head is None else std[:, None]
+
+    def _steering_context(self, prefix: dict[str, torch.Tensor]) -> torch.Tensor:
+        return torch.cat([self.features(prefix), prefix["task"]], dim=1)
+
+    def start_log_spread(self, prefix: dict[str, torch.Tensor]) -> torch.Tensor:
+        """A steered start's log-spread before its bounds: the learned (S,), or with a `scene` spread the learned
+        one plus a head's output on the prefix, (B, 1) (the head's last layer starts at zero)."""
+        if self.spread_head is None:
+            return self.start_log_std
+        return self.start_log_std + self.spread_head(self._steering_context(prefix))
 
     def start_std(self) -> torch.Tensor:
-        """(A,) a steered start's spread per joint, within `START_STD_BOUNDS`."""
-        return self.start_log_std.exp().clamp(*self.START_STD_BOUNDS).expand(self.action_dim)
+        """(A,) a steered start's learned spread per joint, within `START_STD_BOUNDS` (with a `scene` spread,
+        where the head's output is zero)."""
+        return self.start_std_of(self.start_log_std)
+
+    def start_std_of(self, log_spread: torch.Tensor) -> torch.Tensor:
+        """(..., S) log-spreads, S = 1 (`shared`) or A (`joint`) -> (..., A) spreads per joint within
+        `START_STD_BOUNDS`: the learned one, or one a decision drew around it (`FlowRL`'s spread exploration)."""
+        return log_spread.exp().clamp(*self.START_STD_BOUNDS).expand(*log_spread.shape[:-1], self.action_dim)
 
     def with_steering(self, spread: str = "joint") -> "CompactPolicy":
-        """This policy with steering added (a zero mean and a unit spread, `joint` or `shared`, so it samples as
-        before); itself if it has steering already."""
+        """This policy with steering added (a zero mean and a unit spread, `joint`, `shared` or `scene`, so it
+        samples as before); itself if it has steering already."""
         if self.steer is not None:
             return self
         steered = CompactPolicy(replace(self.config, steering=True, start_spread=spread), self.normalizer)
         missing, unexpected = steered.load_state_dict(self.state_dict(), strict=False)
-        assert not unexpected and all(name.startswith(("steer.", "start_log_std")) for name in missing), \
+        assert not unexpected and all(name.startswith(("steer.", "start_log_std", "spread_head.")) for name in missing), \
             (missing, unexpected)
         return steered.train(self.training)
 

@@ -40,9 +40,13 @@ def self_check(model: FlowRL, storage, lrs: dict[str, float], clip: float, decis
     (`RLConfig.policy_lrs`), as the run's optimizer does."""
     index = torch.arange(min(decisions, len(storage)))
     chain, prefix, state, old = storage.minibatch(index)
+    spreads = storage.spreads(index)
+    drawn = None if spreads is None else spreads[0]
     with torch.no_grad():
-        new, _ = model.evaluate(chain, prefix, state)
-    log_ratios = new - old
+        new, _ = model.evaluate(chain, prefix, state, drawn)
+        log_ratios = new - old
+        if spreads is not None:  # the drawn spreads' log-densities are checked alongside the chain's
+            log_ratios = torch.cat([log_ratios.flatten(), (model.spread_log_probs(drawn, prefix) - spreads[1]).flatten()])
     eval_mode = not any(module.training for module in model.modules())
     x0 = chain[:, 0]
     first = model.sample_from_prefix(prefix, state, x0, None).chain[:, -1]
@@ -59,25 +63,26 @@ def self_check(model: FlowRL, storage, lrs: dict[str, float], clip: float, decis
         "noise_free_deterministic": bool(torch.equal(first, second)),
         "noise_free_vs_policy_sampler_max_abs_diff": float((first - own).abs().max()),
     }
-    result.update(_one_update_shift(model, chain, prefix, state, old, lrs, clip))
+    result.update(_one_update_shift(model, chain, prefix, state, old, lrs, clip, drawn))
     result["passed"] = (result["log_prob_max_abs_diff"] <= result["log_prob_tolerance"] and eval_mode
                         and result["noise_free_deterministic"]
                         and result["noise_free_vs_policy_sampler_max_abs_diff"] <= 1e-5)
     return result
 
 
-def _one_update_shift(model: FlowRL, chain, prefix, state, old, lrs: dict[str, float], clip: float) -> dict:
+def _one_update_shift(model: FlowRL, chain, prefix, state, old, lrs: dict[str, float], clip: float,
+                      drawn: torch.Tensor | None) -> dict:
     """One Adam step of the per-element PPO loss (unit advantages of alternating sign) on a copy of the model;
     how much log-probs then move at each granularity, and the share of ratios outside the clip range."""
     trial = copy.deepcopy(model)
     sets = trial.policy_parameter_sets()
     optimizer = torch.optim.Adam([{"params": params, "lr": lrs[name]} for name, params in sets.items()])
     advantages = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(chain.shape[0])])
-    new, _ = trial.evaluate(chain, prefix, state)
+    new, _ = trial.evaluate(chain, prefix, state, drawn)
     clipped_policy_loss(log_ratio(new, old, "element"), advantages, clip)["pg_loss"].backward()
     optimizer.step()
     with torch.no_grad():
-        after, _ = trial.evaluate(chain, prefix, state)
+        after, _ = trial.evaluate(chain, prefix, state, drawn)
     shift = {}
     for mode in ("element", "step", "chunk"):
         moved = log_ratio(after, old, mode).abs()

@@ -6,6 +6,11 @@ so the chain x_0 .. x_K has an exact likelihood: the product of K Gaussians (x_0
 every policy and drops out of ratios). Log-probs are kept per element, (B, K, T, A): PPO clips each element's
 ratio on its own. With `steer`, the start is learned as well, x_0 ~ N(mean(prefix), diag(std^2)) from a head and
 a per-joint spread of the policy (`CompactPolicy.with_steering`), and its log-densities come first: (B, K+1, T, A).
+With spread exploration (`spread_noise` tau > 0), each decision also draws its own log-spread, u ~ N(log std, tau^2)
+per spread (S = 1 shared or A per joint), and starts from N(mean, diag(exp(u)^2)). The spread's score is then
+(u - log std) / tau^2, over a variation of tau in log-spread, where a single draw x_0 of T x A = 300 elements
+varies its own norm by only ~4% (1 / sqrt(2 * 300)): the learned spread gets a signal about tau / 0.04 times as
+strong per decision. u is stored with the decision; its log-density (B, S) has its own clipped ratio in PPO.
 Only the A real action dimensions count; a policy whose chain carries padded dimensions
 (SmolVLA: C = 32) gets noise on them too, and they act as part of the conditioning.
 
@@ -41,6 +46,10 @@ class Sample:
     """(B,) the critic's value of the decision's observation."""
     prefix: Any
     """The policy's prefix (batch-first tensors), for storage and re-evaluation."""
+    spread: torch.Tensor | None = None
+    """(B, S) with spread exploration: the log-spread each decision drew; else None."""
+    spread_log_probs: torch.Tensor | None = None
+    """(B, S) with spread exploration: the log-density of `spread`; else None."""
 
 
 def gaussian_log_prob(x: torch.Tensor, mean: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
@@ -53,13 +62,17 @@ class FlowRL(nn.Module):
 
     def __init__(self, policy: FlowPolicy, sigma_start: float = 0.2, sigma_end: float = 0.002,
                  learn_sigma: bool = False, critic_width: int = 256, prefix_dtype: torch.dtype = torch.float32,
-                 steer: bool = False, spread: str = "joint"):
+                 steer: bool = False, spread: str = "joint", spread_noise: float = 0.0):
         super().__init__()
         if steer:
             if not hasattr(policy, "with_steering"):
                 raise ValueError(f"steering needs a compact policy; {type(policy).__name__} has no steering head")
             policy = policy.with_steering(spread)
+        if spread_noise < 0 or (spread_noise > 0 and not steer):
+            raise ValueError(f"spread exploration needs steering and a noise size >= 0, got {spread_noise}")
         self.steer = steer
+        self.spread_noise = spread_noise
+        """tau, the spread of each decision's drawn log-spread around the learned one; 0: no spread exploration."""
         self.policy = policy
         self.prefix_dtype = prefix_dtype
         """Stored prefixes are kept in this dtype (bfloat16 for SmolVLA's ~5.5 MiB KV caches); sampling uses
@@ -81,13 +94,16 @@ class FlowRL(nn.Module):
 
     def policy_parameter_sets(self) -> dict[str, list[nn.Parameter]]:
         """The policy's trainable parameters by role: `chain` (velocity and encoder) and, when steered,
-        `start_mean` (the head) and `start_spread`; each has its own learning rate (`RLConfig.policy_lrs`)."""
+        `start_mean` (the head), `start_spread` and, with a `scene` spread, `spread_head`; each has its own learning
+        rate (`RLConfig.policy_lrs`)."""
         if not self.steer:
             return {"chain": [p for p in self.policy.parameters() if p.requires_grad]}
         head = list(self.policy.steer.parameters())
-        start = [*head, self.policy.start_log_std]
+        spread_head = [] if self.policy.spread_head is None else list(self.policy.spread_head.parameters())
+        start = [*head, self.policy.start_log_std, *spread_head]
         chain = [p for p in self.policy.parameters() if p.requires_grad and all(p is not q for q in start)]
-        return {"chain": chain, "start_mean": head, "start_spread": [self.policy.start_log_std]}
+        sets = {"chain": chain, "start_mean": head, "start_spread": [self.policy.start_log_std]}
+        return {**sets, "spread_head": spread_head} if spread_head else sets
 
     def row_sigmas(self) -> torch.Tensor:
         """(R,) mean noise size over the real joints of each log-prob row, for `ppo.scored_steps`. A steered start
@@ -95,9 +111,30 @@ class FlowRL(nn.Module):
         steps = self.sigmas().detach()[:, :self.policy.action_dim].mean(dim=1)
         return torch.cat([steps.new_full((1,), math.inf), steps]) if self.steer else steps
 
-    def start_log_probs(self, start: torch.Tensor, prefix: Any) -> torch.Tensor:
-        """(B, 1, T, A) log-density of a steered chain's start (B, T, C) under the policy's start distribution."""
-        return self._start_log_density(start, *self.policy.start_distribution(prefix))[:, None]
+    def start_log_probs(self, start: torch.Tensor, prefix: Any, spread: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, 1, T, A) log-density of a steered chain's start (B, T, C) under the policy's start distribution,
+        with the decisions' drawn log-spreads `spread` (B, S) in place of the learned spread when given."""
+        mean, std = self.policy.start_distribution(prefix)
+        return self._start_log_density(start, mean, self._drawn_std(std, spread))[:, None]
+
+    def _drawn_std(self, std: torch.Tensor, spread: torch.Tensor | None) -> torch.Tensor:
+        """The learned start spread (A,), or with drawn log-spreads (B, S) each decision's own (B, 1, A)."""
+        return std if spread is None else self.policy.start_std_of(spread)[:, None]
+
+    @property
+    def explores_spread(self) -> bool:
+        return self.spread_noise > 0
+
+    def spread_log_probs(self, spread: torch.Tensor, prefix: Any) -> torch.Tensor:
+        """(B, S) log-density of drawn log-spreads under N(the policy's log-spread for `prefix`, tau^2)."""
+        centre = self.policy.start_log_spread(cast_prefix(prefix, torch.float32))
+        return gaussian_log_prob(spread, centre, self.spread_noise * torch.ones_like(spread))
+
+    def draw_spread(self, spread_draw: torch.Tensor, prefix: Any) -> torch.Tensor:
+        """Standard-normal draws (B, S) -> drawn log-spreads (B, S) around the policy's for `prefix`."""
+        assert spread_draw.shape[1:] == self.policy.start_log_std.shape, \
+            f"spread draws must be (B, {self.policy.start_log_std.shape[0]}), got {tuple(spread_draw.shape)}"
+        return self.policy.start_log_spread(prefix).detach() + self.spread_noise * spread_draw
 
     def _start_log_density(self, start: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
         """(B, T, A) log N(start; mean, std^2) over the real joints."""
@@ -116,22 +153,29 @@ class FlowRL(nn.Module):
         return self.value(prefix, batch["observation.state"])
 
     @torch.no_grad()
-    def sample(self, batch: dict, x0: torch.Tensor, noise: torch.Tensor | None) -> Sample:
+    def sample(self, batch: dict, x0: torch.Tensor, noise: torch.Tensor | None,
+               spread_draw: torch.Tensor | None = None) -> Sample:
         """Encode `batch`, then run the chain from x0 (B, T, C) with standard-normal `noise` (B, K, T, C)
         scaled by `sigmas()`; `noise=None` runs the plain ODE (log-probs then describe a zero-noise chain and
-        are not meaningful)."""
+        are not meaningful). With spread exploration, standard-normal `spread_draw` (B, S) set each decision's
+        log-spread; None starts from the learned spread, as the policy's own sampler does."""
         stored = cast_prefix(self.policy.encode(batch), self.prefix_dtype)
-        return self.sample_from_prefix(stored, batch["observation.state"], x0, noise)
+        return self.sample_from_prefix(stored, batch["observation.state"], x0, noise, spread_draw)
 
     @torch.no_grad()
     def sample_from_prefix(self, stored: Any, state: torch.Tensor, x0: torch.Tensor,
-                           noise: torch.Tensor | None) -> Sample:
+                           noise: torch.Tensor | None, spread_draw: torch.Tensor | None = None) -> Sample:
         """`sample` from a prefix in its stored form and the state (B, A)."""
         prefix = cast_prefix(stored, torch.float32)
         steps = self.policy.steps
         times, dt = time_grid(steps, x0.device), -1.0 / steps
         sigmas = self.sigmas()
         start_mean, start_std = self.policy.start_distribution(prefix)
+        spread = spread_log_probs = None
+        if spread_draw is not None and self.explores_spread:
+            spread = self.draw_spread(spread_draw, prefix)
+            spread_log_probs = self.spread_log_probs(spread, prefix)
+            start_std = self._drawn_std(start_std, spread)
         chain = [start_mean + start_std * x0]
         log_probs = [self._start_log_density(chain[0], start_mean, start_std)] if self.steer else []
         for k in range(steps):
@@ -140,11 +184,14 @@ class FlowRL(nn.Module):
             nxt = mean if noise is None else mean + sigmas[k] * noise[:, k]
             log_probs.append(gaussian_log_prob(nxt, mean, sigmas[k])[..., :self.policy.action_dim])
             chain.append(nxt)
-        return Sample(torch.stack(chain, 1), torch.stack(log_probs, 1), self.value(prefix, state), stored)
+        return Sample(torch.stack(chain, 1), torch.stack(log_probs, 1), self.value(prefix, state), stored, spread,
+                      spread_log_probs)
 
-    def evaluate(self, chain: torch.Tensor, prefix: Any, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def evaluate(self, chain: torch.Tensor, prefix: Any, state: torch.Tensor,
+                 spread: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probs (B, R, T, A) of a stored chain (B, K+1, T, C) under the current policy and noise sizes,
-        and the value (B,), from a stored prefix: K velocity calls in one batch of B*K, no encoder."""
+        and the value (B,), from a stored prefix: K velocity calls in one batch of B*K, no encoder. `spread`:
+        the decisions' drawn log-spreads (B, S), with spread exploration."""
         prefix = cast_prefix(prefix, torch.float32)
         batch, steps = chain.shape[0], self.policy.steps
         assert chain.shape[1:] == (steps + 1, self.policy.chunk, self.policy.chain_dim), \
@@ -157,16 +204,16 @@ class FlowRL(nn.Module):
         sigmas = self.sigmas()[None, :, None, :]
         log_probs = gaussian_log_prob(chain[:, 1:], mean, sigmas)[..., :self.policy.action_dim]
         if self.steer:
-            log_probs = torch.cat([self.start_log_probs(chain[:, 0], prefix), log_probs], dim=1)
+            log_probs = torch.cat([self.start_log_probs(chain[:, 0], prefix, spread), log_probs], dim=1)
         return log_probs, self.value(prefix, state)
 
-    def evaluate_start(self, chain: torch.Tensor, prefix: Any,
-                       state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def evaluate_start(self, chain: torch.Tensor, prefix: Any, state: torch.Tensor,
+                       spread: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """`evaluate` of a steered chain's start alone: log-probs (B, 1, T, A) and the value (B,); for updates that
         leave the velocity and the noise sizes as they are, where the transitions' log-probs cannot change."""
         assert self.steer, "only a steered chain has a start to evaluate"
         prefix = cast_prefix(prefix, torch.float32)
-        return self.start_log_probs(chain[:, 0], prefix), self.value(prefix, state)
+        return self.start_log_probs(chain[:, 0], prefix, spread), self.value(prefix, state)
 
     def actions(self, chain: torch.Tensor) -> torch.Tensor:
         """(B, K+1, T, C) chain -> (B, T, A) joint targets in SO-101 units."""

@@ -10,7 +10,8 @@ only success, irreversible failure or an unstable simulation (`terminated`) end 
 Ratios: the log-prob of one denoising step sums T x A = 300 elements and moves by hundreds of nats after one
 small update, so a per-step (or per-chunk) ratio is almost always outside [1 - clip, 1 + clip] and PPO learns
 nothing. As tokens in language-model PPO, every element (step x timestep x joint) has its own clipped ratio
-(`ratio="element"`); `"step"` and `"chunk"` are offered for comparison.
+(`ratio="element"`); `"step"` and `"chunk"` are offered for comparison. With spread exploration, each decision's
+drawn log-spread adds its own clipped term (one ratio per spread), averaged on its own and added to the chain's.
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: RL
     start_only = model.steer and cfg.lr == 0 and not cfg.learn_sigma
     normalized = normalized_advantages(storage)
     n = len(storage)
-    stats: dict[str, list[float]] = {key: [] for key in ("pg_loss", "v_loss", "approx_kl", "clipfrac", "grad_norm")}
+    stats: dict[str, list[float]] = {key: [] for key in ("pg_loss", "v_loss", "approx_kl", "clipfrac", "grad_norm",
+                                                         "spread_kl", "spread_clipfrac")}
     epochs_done, kl_stop = 0, False
     model.train(False)  # no dropout: the log-probs must be those of the sampling policy
     for _ in range(cfg.epochs):
@@ -105,15 +107,24 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: RL
         for start in range(0, n, cfg.minibatch):
             index = order[start:start + cfg.minibatch]
             chain, prefix, state, old_log_probs = storage.minibatch(index)
+            spreads = storage.spreads(index)
+            drawn = None if spreads is None else spreads[0]
             if start_only:
-                start, value = model.evaluate_start(chain, prefix, state)
+                start, value = model.evaluate_start(chain, prefix, state, drawn)
                 log_probs = torch.cat([start, old_log_probs[:, 1:]], dim=1)
             else:
-                log_probs, value = model.evaluate(chain, prefix, state)
+                log_probs, value = model.evaluate(chain, prefix, state, drawn)
             v_loss = 0.5 * ((value - storage.returns[index]) ** 2).mean()
             policy_terms = clipped_policy_loss(log_ratio(log_probs[:, scored], old_log_probs[:, scored], cfg.ratio),
                                                normalized[index], cfg.clip)
-            loss = cfg.vf_coef * v_loss if critic_only else policy_terms["pg_loss"] + cfg.vf_coef * v_loss
+            pg_loss = policy_terms["pg_loss"]
+            if spreads is not None:
+                spread_terms = clipped_policy_loss(model.spread_log_probs(drawn, prefix) - spreads[1], normalized[index],
+                                                   cfg.clip)
+                pg_loss = pg_loss + spread_terms["pg_loss"]
+                stats["spread_kl"].append(float(spread_terms["approx_kl"]))
+                stats["spread_clipfrac"].append(float(spread_terms["clipfrac"]))
+            loss = cfg.vf_coef * v_loss if critic_only else pg_loss + cfg.vf_coef * v_loss
             optimizer.zero_grad()
             loss.backward()
             if critic_only:
@@ -124,7 +135,7 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: RL
             optimizer.step()
             element_kl = float(approx_kl(log_probs.detach() - old_log_probs))
             epoch_kl.append(element_kl)
-            stats["pg_loss"].append(float(policy_terms["pg_loss"].detach()))
+            stats["pg_loss"].append(float(pg_loss.detach()))
             stats["v_loss"].append(float(v_loss.detach()))
             stats["approx_kl"].append(element_kl)
             stats["clipfrac"].append(float(policy_terms["clipfrac"]))

@@ -57,16 +57,20 @@ class RolloutDriver:
         size = len(workers)
         x0 = torch.randn(size, policy.chunk, policy.chain_dim, generator=self.generator)
         noise = torch.randn(size, policy.steps, policy.chunk, policy.chain_dim, generator=self.generator)
+        spread_draw = (torch.randn(size, policy.start_log_std.shape[0], generator=self.generator)
+                       if self.model.explores_spread else None)
         prepared = time.perf_counter()
-        sample = self.model.sample(batch, x0, noise)
+        sample = self.model.sample(batch, x0, noise, spread_draw)
         chunks = self.model.actions(sample.chain).numpy()
         self.parts["prep"] += prepared - began
         self.parts["sample"] += time.perf_counter() - prepared
         prefixes = split_prefix(sample.prefix, size)
+        drawn = sample.spread is not None
         for i, episode in enumerate(running):
             episode.decisions.append(Decision(sample.chain[i].clone(), sample.log_probs[i].clone(),
                                               float(sample.value[i]), batch["observation.state"][i].clone(),
-                                              prefixes[i]))
+                                              prefixes[i], spread=sample.spread[i].clone() if drawn else None,
+                                              spread_log_prob=sample.spread_log_probs[i].clone() if drawn else None))
         return {worker: chunks[i] for i, worker in enumerate(workers)}
 
     def step(self, episode: _Episode, result) -> bool:

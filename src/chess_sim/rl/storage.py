@@ -2,7 +2,8 @@
 
 Per decision: the chain (K+1, T, C), its per-element log-probs (K, T, A), the critic's value, the reward
 (sum over the chunk's steps), the state (A,) and the policy's prefix in its stored form (FlowRL's
-`prefix_dtype`, on the CPU), so the update re-evaluates log-probs without running the encoder.
+`prefix_dtype`, on the CPU), so the update re-evaluates log-probs without running the encoder; with spread
+exploration also the drawn log-spread (S,) and its log-density (S,).
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ class Decision:
     prefix: Any
     """This decision's prefix, batch dimension 1."""
     reward: float = 0.0
+    spread: torch.Tensor | None = None
+    """(S,) the log-spread this decision drew (spread exploration), else None."""
+    spread_log_prob: torch.Tensor | None = None
+    """(S,) its log-density when drawn."""
 
 
 def split_prefix(prefix: Any, batch: int) -> list[Any]:
@@ -79,3 +84,11 @@ class Storage:
         chosen = [self.decisions[i] for i in index.tolist()]
         return (torch.stack([d.chain for d in chosen]), stack_prefixes([d.prefix for d in chosen]),
                 torch.stack([d.state for d in chosen]), torch.stack([d.log_probs for d in chosen]))
+
+    def spreads(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(drawn log-spreads (B, S), their log-densities (B, S)) of the decisions `index`; None without spread
+        exploration."""
+        chosen = [self.decisions[i] for i in index.tolist()]
+        if chosen[0].spread is None:
+            return None
+        return torch.stack([d.spread for d in chosen]), torch.stack([d.spread_log_prob for d in chosen])

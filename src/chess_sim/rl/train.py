@@ -55,7 +55,7 @@ def build(policy_dir: Path, cfg: RLConfig) -> tuple[FlowRL, torch.optim.Optimize
     prefix_dtype = torch.float32 if policy.chain_dim == policy.action_dim else torch.bfloat16
     try:
         model = FlowRL(policy, cfg.sigma_start, cfg.sigma_end, cfg.learn_sigma, prefix_dtype=prefix_dtype,
-                       steer=cfg.steer, spread=cfg.spread).eval()
+                       steer=cfg.steer, spread=cfg.spread, spread_noise=cfg.spread_noise).eval()
     except ValueError as error:
         raise RLError(str(error)) from None
     lrs = cfg.policy_lrs()
