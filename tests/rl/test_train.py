@@ -108,9 +108,11 @@ def test_cli_smoke_rl_and_rl_check(policy_dir, tmp_path, capsys):
     assert main(["rl", "--policy", str(tmp_path / "none"), "--out", str(tmp_path / "x")]) == 2
     assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "y"), "--ratio", "token"]) == 2
     assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "y"), "--spread", "pooled"]) == 2
+    assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "y"), "--profile", "smolvla",
+                 "--spread-noise", "0.3"]) == 2  # spread exploration without steering
     assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "rl"), *tiny]) == 2  # not empty
     errors = capsys.readouterr().err.strip().splitlines()
-    assert len(errors) == 4 and all(line.startswith("chess-sim: error:") for line in errors)
+    assert len(errors) == 5 and all(line.startswith("chess-sim: error:") for line in errors)
 
 
 def test_tiny_smolvla_ratio_is_one_before_an_update(tmp_path):
@@ -178,4 +180,17 @@ def test_a_steered_run_keeps_the_chain_and_saves_a_steered_policy(policy_dir, tm
     start, last = CompactPolicy.load(policy_dir).state_dict(), CompactPolicy.load(out / "last")
     assert last.config.steering and all(torch.equal(start[k], last.state_dict()[k]) for k in start)
     assert not torch.equal(last.start_log_std, torch.zeros(6))  # the one update after the critic warm-up
+    assert not last.steer[-1].weight.any()  # the mean's lr is 0
+
+
+def test_a_scene_spread_run_explores_the_spread_and_logs_it(policy_dir, tmp_path):
+    out = tmp_path / "run"
+    cfg = replace(CFG, iterations=2, val_every=2, steer=True, lr=0.0, steer_lr=0.0, spread="scene",
+                  spread_noise=0.3, spread_lr=1e-2, spread_head_lr=1e-3)
+    run(policy_dir, out, cfg, ENV)
+    log = lines(out)
+    low, median, high = log[2]["start_std_scene"]
+    assert low <= median <= high and "spread_clipfrac" in log[2]
+    last = CompactPolicy.load(out / "last")
+    assert last.config.start_spread == "scene" and last.spread_head[-1].weight.any()  # the head learned
     assert not last.steer[-1].weight.any()  # the mean's lr is 0

@@ -26,9 +26,9 @@ import torch
 from chess_sim import atomic, jsonl, plots, report
 from chess_sim.config import EnvConfig, EvalConfig, RewardConfig, RLConfig
 from chess_sim.rl.check import self_check, write_report
-from chess_sim.rl.flow_rl import FlowRL
+from chess_sim.rl.flow_rl import FlowRL, cast_prefix
 from chess_sim.rl.ppo import ppo_update
-from chess_sim.rl.storage import Storage
+from chess_sim.rl.storage import Storage, stack_prefixes
 from chess_sim.summary import summarize
 
 SUMMARY_KEYS = ("episodes", "success", "return", "clean_lift", "disturbed", "toppled", "success_pawn",
@@ -145,7 +145,7 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
             state.update(iteration=iteration, next_index=state["next_index"] + cfg.episodes)
             line = {"iteration": iteration, "decisions": len(storage), "rollout_s": rollout_s,
                     "rollout_parts": parts, "update_s": time.perf_counter() - began,
-                    "sigma_mean": float(model.sigmas().detach().mean()), **_start_spread(model), **stats,
+                    "sigma_mean": float(model.sigmas().detach().mean()), **_start_spread(model, storage), **stats,
                     "kl": stats["approx_kl"],
                     **_prefixed("train", summarize(rows)), "restarts": vec.restarts}
             out_of_time = cfg.minutes > 0 and time.perf_counter() - started >= 60 * cfg.minutes
@@ -169,11 +169,19 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
     return {**line, "best_val_success": state["best"], "out": str(out)}
 
 
-def _start_spread(model: FlowRL) -> dict:
-    """`start_std`: a steered start's spread per joint (1 where training began); nothing without steering."""
+def _start_spread(model: FlowRL, storage: Storage) -> dict:
+    """`start_std`: a steered start's learned spread per joint (1 where training began); with a `scene` spread
+    also `start_std_scene`, the 10th, 50th and 90th percentiles of the spread the policy now gives the iteration's
+    observations; nothing without steering."""
     if not model.steer:
         return {}
-    return {"start_std": [round(float(v), 4) for v in model.policy.start_std().detach()]}
+    out = {"start_std": [round(float(v), 4) for v in model.policy.start_std().detach()]}
+    if model.policy.spread_head is not None:
+        with torch.no_grad():
+            prefix = cast_prefix(stack_prefixes([d.prefix for d in storage.decisions]), torch.float32)
+            spreads = model.policy.start_std_of(model.policy.start_log_spread(prefix))[:, 0]
+        out["start_std_scene"] = [round(float(q), 4) for q in spreads.quantile(torch.tensor([0.1, 0.5, 0.9]))]
+    return out
 
 
 def _check_same_run(out: Path, args: dict) -> None:
