@@ -127,14 +127,11 @@ class FlowRL(nn.Module):
 
     def spread_log_probs(self, spread: torch.Tensor, prefix: Any) -> torch.Tensor:
         """(B, S) log-density of drawn log-spreads under N(the policy's log-spread for `prefix`, tau^2)."""
-        centre = self.policy.start_log_spread(cast_prefix(prefix, torch.float32))
-        return gaussian_log_prob(spread, centre, self.spread_noise * torch.ones_like(spread))
+        return self._spread_log_density(spread, self.policy.start_log_spread(cast_prefix(prefix, torch.float32)))
 
-    def draw_spread(self, spread_draw: torch.Tensor, prefix: Any) -> torch.Tensor:
-        """Standard-normal draws (B, S) -> drawn log-spreads (B, S) around the policy's for `prefix`."""
-        assert spread_draw.shape[1:] == self.policy.start_log_std.shape, \
-            f"spread draws must be (B, {self.policy.start_log_std.shape[0]}), got {tuple(spread_draw.shape)}"
-        return self.policy.start_log_spread(prefix).detach() + self.spread_noise * spread_draw
+    def _spread_log_density(self, spread: torch.Tensor, centre: torch.Tensor) -> torch.Tensor:
+        """(B, S) log N(spread; centre, tau^2)."""
+        return gaussian_log_prob(spread, centre, self.spread_noise * torch.ones_like(spread))
 
     def _start_log_density(self, start: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
         """(B, T, A) log N(start; mean, std^2) over the real joints."""
@@ -173,8 +170,11 @@ class FlowRL(nn.Module):
         start_mean, start_std = self.policy.start_distribution(prefix)
         spread = spread_log_probs = None
         if spread_draw is not None and self.explores_spread:
-            spread = self.draw_spread(spread_draw, prefix)
-            spread_log_probs = self.spread_log_probs(spread, prefix)
+            assert spread_draw.shape[1:] == self.policy.start_log_std.shape, \
+                f"spread draws must be (B, {self.policy.start_log_std.shape[0]}), got {tuple(spread_draw.shape)}"
+            centre = self.policy.start_log_spread(prefix)
+            spread = centre + self.spread_noise * spread_draw
+            spread_log_probs = self._spread_log_density(spread, centre)
             start_std = self._drawn_std(start_std, spread)
         chain = [start_mean + start_std * x0]
         log_probs = [self._start_log_density(chain[0], start_mean, start_std)] if self.steer else []
