@@ -15,7 +15,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from chess_sim.config import TEST_SEED, profile  # noqa: E402
 from chess_sim.sim.episodes import run_expert_episodes  # noqa: E402
-from chess_sim.summary import summarize  # noqa: E402
+from chess_sim.report.summary import summarize  # noqa: E402
 
 TARGETS = {"baseline": 0.98, "randomized": 0.95}
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from chess_sim.compare import compare  # noqa: E402
+from chess_sim.report.compare import compare  # noqa: E402
 from chess_sim.config import RL_PROFILES, EvalConfig, profile  # noqa: E402
 from chess_sim.eval import evaluate  # noqa: E402
 from chess_sim.rl.train import run  # noqa: E402
@@ -38,16 +38,17 @@ def main() -> None:
     parser.add_argument("--figure", type=Path, default=Path("docs/rl_pilot.png"))
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
-    cfg = replace(RL_PROFILES["compact"], iterations=10_000, minutes=args.minutes)
+    compact = RL_PROFILES["compact"]
+    cfg = replace(compact, run=replace(compact.run, iterations=10_000, minutes=args.minutes))
     env = profile("baseline")
-    run(args.policy, args.out / "rl", cfg, env, resume=args.resume)
+    run(args.policy, args.out / "rl", cfg, env, resume=args.resume, profile_name="compact")
     log = [json.loads(line) for line in (args.out / "rl" / "log.jsonl").read_text().splitlines()]
     args.figure.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(args.out / "rl" / "curves.png", args.figure)  # the run draws it at its final validation
     curve = [{"iteration": line["iteration"], "elapsed_min": line["elapsed_s"] / 60,
               "val_success": line["val_success"], "val_success_ci": line["val_success_ci"]}
              for line in log if "val_success" in line]
-    test = EvalConfig(episodes=args.test_episodes, envs=cfg.envs)
+    test = EvalConfig(episodes=args.test_episodes, envs=cfg.run.envs)
     for name, policy in (("baseline", args.policy), ("best", args.out / "rl" / "best")):
         evaluate(policy, args.out / f"test_{name}", test, env, resume=True)
     paired = compare(args.out / "test_baseline", args.out / "test_best")

@@ -27,8 +27,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import torch  # noqa: E402
 
-from chess_sim.config import RL_PROFILES, profile  # noqa: E402
-from chess_sim.rl.ppo import gradient_noise_scale, normalized_advantages  # noqa: E402
+from chess_sim.config import RL_PROFILES, NoiseConfig, StartConfig, profile  # noqa: E402
+from chess_sim.rl.diagnostics import gradient_noise_scale  # noqa: E402
+from chess_sim.rl.ppo import normalized_advantages  # noqa: E402
 from chess_sim.rl.train import build, collect  # noqa: E402
 from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
 
@@ -58,15 +59,16 @@ def main() -> None:
     parser.add_argument("--sigma-start", type=float)
     parser.add_argument("--sigma-end", type=float)
     args = parser.parse_args()
-    cfg = replace(RL_PROFILES["compact"], episodes=args.episodes)
-    for name in ("sigma_start", "sigma_end"):
-        if getattr(args, name) is not None:
-            cfg = replace(cfg, **{name: getattr(args, name)})
+    # the chain's own signal: the seed's noise sizes unless given, the start as the policy was trained (N(0, I))
+    compact = RL_PROFILES["compact"]
+    defaults = NoiseConfig()
+    noise = NoiseConfig(sigma_start=args.sigma_start or defaults.sigma_start, sigma_end=args.sigma_end or defaults.sigma_end)
+    cfg = replace(compact, run=replace(compact.run, episodes=args.episodes), noise=noise, start=StartConfig())
     torch.set_num_threads(2)
     model, _ = build(args.policy, cfg)
     began = time.perf_counter()
-    with make_vec_env(cfg.envs, replace(profile("baseline"), early_stop=True)) as vec:
-        storage, rows, _ = collect(model, vec, cfg, FIRST_UNUSED_TRAIN_INDEX, torch.Generator().manual_seed(cfg.seed))
+    with make_vec_env(cfg.run.envs, replace(profile("baseline"), early_stop=True)) as vec:
+        storage, rows, _ = collect(model, vec, cfg, FIRST_UNUSED_TRAIN_INDEX, torch.Generator().manual_seed(cfg.run.seed))
     rollout_s = time.perf_counter() - began
     steps = model.policy.steps
     thirds = {"first": slice(0, steps // 3), "middle": slice(steps // 3, 2 * steps // 3),
@@ -77,7 +79,7 @@ def main() -> None:
     print(json.dumps({
         "episodes": len(rows), "decisions": len(storage),
         "noisy_success": sum(row["end"] == "success" for row in rows) / len(rows),
-        "sigma_start": cfg.sigma_start, "sigma_end": cfg.sigma_end, "steps": steps,
+        "sigma_start": cfg.noise.sigma_start, "sigma_end": cfg.noise.sigma_end, "steps": steps,
         "rollout_s": rollout_s, "gradient_s": time.perf_counter() - began - rollout_s, **result,
     }))
 

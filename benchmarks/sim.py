@@ -23,6 +23,7 @@ import numpy as np  # noqa: E402
 
 from chess_sim.config import TEST_SEED, profile  # noqa: E402
 from chess_sim.sim.env import ChessEnv  # noqa: E402
+from chess_sim.sim.expert import ExpertDriver  # noqa: E402
 from chess_sim.sim.episodes import init_worker, worker_episode  # noqa: E402
 
 
@@ -33,8 +34,8 @@ def chunk_overhead(repeats: int) -> dict:
     env_times, raw_times = [], []
     for repeat in range(repeats):
         env.reset(seed=TEST_SEED, options={"index": repeat})
-        chunk = np.array([env.expert_action() for _ in range(50)])
-        env.expert.reset(env.task, env.target_slot)
+        expert = ExpertDriver(env)
+        chunk = np.array([expert.action() for _ in range(50)])
         data = mujoco.MjData(env.model)
         mujoco.mj_copyData(data, env.model, env.data)
         ctrl = env.units.to_rad(chunk)

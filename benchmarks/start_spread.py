@@ -25,8 +25,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import torch  # noqa: E402
 
-from chess_sim.config import RL_PROFILES, profile  # noqa: E402
-from chess_sim.policy.compact import CompactPolicy  # noqa: E402
+from chess_sim.config import RL_PROFILES, NoiseConfig, StartConfig, profile  # noqa: E402
+from chess_sim.policy.start import StartDistribution  # noqa: E402
 from chess_sim.rl.train import build, collect  # noqa: E402
 from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
 
@@ -43,17 +43,19 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=4)
     parser.add_argument("--spreads", type=float, nargs="+", default=[1.0, 0.5, 0.05])
     args = parser.parse_args()
-    low, high = CompactPolicy.START_STD_BOUNDS
+    low, high = StartDistribution.STD_BOUNDS
     if not all(low <= spread <= high for spread in args.spreads) or args.scenes < 1 or args.draws < 1:
         parser.error(f"--spreads must lie in [{low}, {high}]; --scenes and --draws must be >= 1")
-    cfg = replace(RL_PROFILES["compact"], episodes=args.scenes, sigma_start=FAINT, sigma_end=FAINT, steer=True)
+    compact = RL_PROFILES["compact"]
+    cfg = replace(compact, run=replace(compact.run, episodes=args.scenes),
+                  noise=NoiseConfig(sigma_start=FAINT, sigma_end=FAINT), start=StartConfig(steer=True))
     torch.set_num_threads(1)
     model, _ = build(args.policy, cfg)
     results = []
-    with make_vec_env(cfg.envs, replace(profile("baseline"), early_stop=True)) as vec:
+    with make_vec_env(cfg.run.envs, replace(profile("baseline"), early_stop=True)) as vec:
         for spread in args.spreads:
             with torch.no_grad():
-                model.policy.start_log_std.fill_(math.log(spread))
+                model.start.log_std.fill_(math.log(spread))
             began, solved = time.perf_counter(), torch.zeros(args.scenes, dtype=torch.long)
             for draw in range(args.draws):
                 _, rows, _ = collect(model, vec, cfg, FIRST_UNUSED_TRAIN_INDEX, torch.Generator().manual_seed(draw))

@@ -27,7 +27,8 @@ cs=.venv/bin/chess-sim
 $cs rl --policy models/baseline --out "$out/rl" --minutes "$minutes" --iterations 100000 "${rl_sizes[@]}"
 .venv/bin/python - "$out/rl/log.jsonl" <<'PY'
 import sys
-from chess_sim import jsonl, report
+from chess_sim import jsonl
+from chess_sim.report import page as report
 validations = [line for line in jsonl.read(sys.argv[1]) if "val_success" in line]
 best = report.best_validation(validations, "iteration")
 print(f"best = iteration {best['iteration']}: validation success {best['val_success']:.0%} "

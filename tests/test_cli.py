@@ -20,6 +20,7 @@ def test_scene_writes_three_views(tmp_path):
     assert task["index"] == 2 and task["instruction"].startswith("Move the ")
 
 
+@pytest.mark.slow
 def test_expert_runs_and_writes_summary_csv_and_video(tmp_path):
     summary_path = tmp_path / "summary.json"
     assert main(["expert", "--episodes", "2", "--workers", "2", "--video", "1", "--out", str(tmp_path),
@@ -52,6 +53,7 @@ def test_output_path_that_is_a_directory_is_refused(tmp_path, capsys):
     assert "is a directory" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_record_and_inspect_smoke(tmp_path, capsys):
     out = tmp_path / "ds"
     assert main(["record", "--episodes", "1", "--workers", "1", "--recovery", "0", "--out", str(out),
@@ -94,6 +96,7 @@ def test_expert_out_that_is_a_file_is_refused_before_running(tmp_path, capsys):
     assert "is a file" in capsys.readouterr().err and target.read_text() == "keep"
 
 
+@pytest.mark.slow
 def test_record_into_an_existing_empty_directory(tmp_path):
     out = tmp_path / "empty"
     out.mkdir()
@@ -101,6 +104,7 @@ def test_record_into_an_existing_empty_directory(tmp_path):
     assert (out / "meta" / "info.json").is_file()
 
 
+@pytest.mark.slow
 def test_train_smoke_and_bad_dataset(tmp_path, capsys):
     data = tmp_path / "demos"
     assert main(["record", "--episodes", "1", "--workers", "1", "--recovery", "0", "--out", str(data)]) == 0
@@ -111,9 +115,33 @@ def test_train_smoke_and_bad_dataset(tmp_path, capsys):
     assert (out / "last" / "model.safetensors").is_file()
     streamed = tmp_path / "streamed"
     assert main(["train", "--dataset", str(data), "--out", str(streamed), "--steps", "2", "--batch-size", "4",
-                 "--val-episodes", "0", "--stream"]) == 0
-    assert json.loads((streamed / "train_args.json").read_text())["train"]["cache_frames"] is False
+                 "--val-episodes", "0", "--no-cache-frames", "--no-recovery"]) == 0
+    saved = json.loads((streamed / "train_args.json").read_text())["train"]
+    assert saved["cache_frames"] is False and saved["recovery"] is False
     capsys.readouterr()
     assert main(["train", "--dataset", str(tmp_path / "none"), "--out", str(tmp_path / "p2")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not a LeRobot dataset" in err[0]
+
+
+@pytest.mark.parametrize("verb, tree", [("rl", "RLConfig"), ("train", "TrainConfig"), ("eval", "EvalConfig"),
+                                        ("record", "RecordConfig")])
+def test_help_lists_every_config_field_once_with_its_default(verb, tree, capsys):
+    import re
+
+    import chess_sim.config as config
+    from chess_sim.cli_args import leaf_fields
+
+    with pytest.raises(SystemExit):
+        main([verb, "--help"])
+    text = capsys.readouterr().out
+    renames = {"recovery_fraction": "recovery", "videos": "video"}
+    for _, _, field in leaf_fields(getattr(config, tree)):
+        flag = "--" + renames.get(field.name, field.name).replace("_", "-")
+        listed = re.findall(rf"^  {re.escape(flag)}(?=[ ,\n])", text, flags=re.MULTILINE)
+        assert len(listed) == 1, (flag, listed)
+    assert text.count("[default:") + text.count("[smolvla") >= len(leaf_fields(getattr(config, tree)))
+    text = " ".join(text.split())
+    if verb == "rl":
+        assert "--ratio {element,step,chunk}" in text and "--steer, --no-steer" in text
+        assert "[smolvla 100, compact 64]" in text  # a field the profiles set differently shows both values

@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from chess_sim.cli import main
-from chess_sim.compare import compare
+from chess_sim.report.compare import compare
 from chess_sim.config import CameraConfig, CompactConfig, EvalConfig, profile
 from chess_sim.eval import EvalError, _decide, _Episode, evaluate
 from chess_sim.policy.base import Normalizer
 from chess_sim.policy.compact import CompactPolicy
-from chess_sim.summary import mcnemar
+from chess_sim.report.summary import mcnemar
 
 ENV = replace(profile("baseline"), episode_seconds=2.0, camera=CameraConfig(64, 64))
 """Short episodes and small images: the protocol, not the skill, is under test."""
@@ -164,7 +164,7 @@ def test_mcnemar_exact_hand_values():
     (lambda d: (d.mkdir(), (d / "config.json").write_text("{oops")), [], "not valid JSON"),
     (lambda d: (d.mkdir(), (d / "config.json").write_text('{"kind": "compact", "config": {}}'),
                 (d / "model.safetensors").write_bytes(b"garbage")), [], "damaged"),
-    (lambda d: None, ["--episodes", "0"], "expected a number >= 1"),
+    (lambda d: None, ["--episodes", "0"], "--episodes must be >= 1"),
 ])
 def test_bad_input_is_one_line(setup, argv_tail, words, tmp_path, capsys):
     policy = tmp_path / "policy"

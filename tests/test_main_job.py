@@ -5,6 +5,10 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # the README's main job end to end
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "main_job.sh"
 TINY = {"MINUTES": "0.01", "RL_EPISODES": "2", "VAL_EPISODES": "2", "TEST_EPISODES": "2"}
 

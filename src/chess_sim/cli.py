@@ -16,8 +16,11 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from chess_sim import atomic, cli_args  # noqa: E402
 from chess_sim.cli_args import UsageError  # noqa: E402
-from chess_sim.config import (PROFILES, RL_PROFILES, TEST_SEED, TRAIN_SEED, EvalConfig, RecordConfig, RLConfig,  # noqa: E402
-                              TrainConfig, profile)  # noqa: E402
+from chess_sim.config import (POLICY_KINDS, PROFILES, RL_PROFILES, TEST_SEED, TRAIN_SEED, EvalConfig, NoiseConfig,  # noqa: E402
+                              RecordConfig, RLConfig, TrainConfig, profile)
+
+RECORD_FLAGS = {"recovery_fraction": "recovery"}
+EVAL_FLAGS = {"videos": "video"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,9 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     record.add_argument("--out", type=Path, help="dataset directory (must be new or empty, unless --resume)")
     record.add_argument("--workers", type=cli_args.positive, default=min(2, os.cpu_count() or 1))
     record.add_argument("--profile", choices=sorted(PROFILES), default="baseline")
-    record.add_argument("--recovery", type=cli_args.fraction, default=RecordConfig.recovery_fraction,
-                        help="share of DART-style recovery demonstrations (noisy execution)")
-    record.add_argument("--keep-failures", action="store_true", help="save failed expert episodes too")
+    cli_args.add_config_flags(record, RecordConfig, rename=RECORD_FLAGS,
+                              custom={"recovery_fraction": {"type": cli_args.fraction}})
     record.add_argument("--resume", action="store_true", help="continue an interrupted recording in --out")
     record.add_argument("--inspect", type=Path, metavar="DIR", help="describe an existing dataset instead")
     cli_args.add_backend(record)
@@ -57,32 +59,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = verbs.add_parser("train", help="imitation training of a flow policy on a LeRobot dataset")
     train.add_argument("--dataset", type=Path, required=True)
-    train.add_argument("--policy", choices=["compact", "smolvla"], default="compact")
+    train.add_argument("--policy", choices=POLICY_KINDS, default="compact")
     train.add_argument("--init", type=Path, help="start from this policy directory (smolvla: required, a LeRobot "
                        "SmolVLA checkpoint such as a downloaded lerobot/smolvla_base)")
     train.add_argument("--out", type=Path, required=True)
-    train.add_argument("--steps", type=cli_args.positive, default=TrainConfig.steps)
-    train.add_argument("--batch-size", type=cli_args.positive, default=TrainConfig.batch_size)
-    train.add_argument("--val-every", type=cli_args.non_negative, default=TrainConfig.val_every)
-    train.add_argument("--val-episodes", type=cli_args.non_negative, default=TrainConfig.val_episodes)
-    train.add_argument("--no-recovery", action="store_true",
-                       help="leave out the recovery demonstrations (ablation)")
-    train.add_argument("--stream", action="store_true",
-                       help="read frames from the videos at every step instead of decoding them once into memory")
+    cli_args.add_config_flags(train, TrainConfig)
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     train.add_argument("--json", type=Path, help="write the summary as JSON here")
+
     evaluation = verbs.add_parser("eval", help="evaluate a policy (or the expert) on fixed scenes")
     evaluation.add_argument("--policy", help="policy directory, or 'expert' for the scripted expert")
-    evaluation.add_argument("--episodes", type=cli_args.positive, default=EvalConfig.episodes)
-    evaluation.add_argument("--seed", type=cli_args.seed, default=EvalConfig.seed)
     evaluation.add_argument("--out", type=Path, help="output folder (new, or this evaluation's with --resume)")
-    evaluation.add_argument("--envs", type=cli_args.positive, default=EvalConfig.envs, help="parallel simulators")
-    evaluation.add_argument("--video", type=cli_args.non_negative, default=0, help="film the first K episodes")
-    evaluation.add_argument("--noise", type=cli_args.noise, nargs="?", const=(0.2, 0.002), metavar="START,END",
-                            help="stochastic ReinFlow sampling with these noise sizes (default 0.2,0.002)")
-    evaluation.add_argument("--check-expert", action="store_true", help="mark scenes the expert cannot solve")
-    evaluation.add_argument("--full-episodes", action="store_true",
-                            help="run failing episodes to the time limit instead of ending them once settled")
+    cli_args.add_config_flags(evaluation, EvalConfig, rename=EVAL_FLAGS, custom={"noise": {
+        "type": cli_args.noise, "nargs": "?", "const": (NoiseConfig.sigma_start, NoiseConfig.sigma_end),
+        "metavar": "START,END"}})
     evaluation.add_argument("--profile", choices=sorted(PROFILES), default="baseline")
     evaluation.add_argument("--resume", action="store_true", help="finish an interrupted evaluation in --out")
     evaluation.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"),
@@ -96,20 +86,16 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--policy", type=Path, required=True, help="policy directory to fine-tune")
         command.add_argument("--out", type=Path, required=True)
         command.add_argument("--profile", choices=sorted(RL_PROFILES),
-                             help="RL profile (default: compact for the compact policy, else smolvla); "
-                                  "explicit flags win over it")
+                             help="RL profile (default: compact for the compact policy, else smolvla); explicit "
+                                  "flags win over it")
         command.add_argument("--env-profile", choices=sorted(PROFILES), default="baseline")
         command.add_argument("--json", type=Path, help="write the summary as JSON here")
         cli_args.add_backend(command)
-        for field in dataclasses.fields(RLConfig):
-            flag = "--" + field.name.replace("_", "-")
-            if field.type == "bool":
-                command.add_argument(flag, action="store_true", default=None, help=cli_args.field_help(RLConfig, field.name))
-            else:
-                kind = {"int": cli_args.non_negative, "float": cli_args.non_negative_float, "str": str}[field.type]
-                command.add_argument(flag, type=cli_args.seed if field.name.endswith("seed") else kind, default=None,
-                                     help=cli_args.field_help(RLConfig, field.name))
+        cli_args.add_config_flags(command, RLConfig, profiles=RL_PROFILES)
     rl.add_argument("--resume", action="store_true", help="continue the run in --out from last/")
+    rl.add_argument("--verbose", action=argparse.BooleanOptionalAction, default=False,
+                    help="print every iteration's full log line (JSON) instead of a progress bar and one line per "
+                         "validation [default: false]")
 
     report = verbs.add_parser("report", help="one HTML page for a run: curves, comparisons, videos, arguments")
     report.add_argument("run", type=Path, help="an RL run, a training run or an evaluation directory")
@@ -142,8 +128,8 @@ def cmd_scene(args: argparse.Namespace) -> dict:
 
 def cmd_expert(args: argparse.Namespace) -> dict:
     from chess_sim.sim.episodes import run_expert_episodes
-    from chess_sim.summary import summarize
-    from chess_sim.tables import outcome_table, write_csv
+    from chess_sim.report.summary import summarize
+    from chess_sim.report.tables import outcome_table, write_csv
 
     _check_output_dir(args.out)
     rows = run_expert_episodes(profile(args.profile), args.seed, args.episodes, workers=args.workers,
@@ -167,7 +153,7 @@ def cmd_record(args: argparse.Namespace) -> dict:
         if args.episodes is None and not args.resume:
             raise UsageError("record needs --episodes N")
         _check_output_dir(args.out)
-        rec = RecordConfig(recovery_fraction=args.recovery, keep_failures=args.keep_failures)
+        rec = cli_args.config_from_args(RecordConfig, args, rename=RECORD_FLAGS)
         summary = record(args.out, profile(args.profile), rec, args.seed, args.episodes or 0,
                          workers=args.workers, resume=args.resume, backend=cli_args.backend_of(args))
     except RecordError as error:
@@ -190,16 +176,14 @@ def _print_inspection(summary: dict) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> dict:
-    from chess_sim.policy.bc import TrainError, train
+    from chess_sim.imitation.bc import train
+    from chess_sim.runs import RunError
 
     _check_output_dir(args.out)
-    cfg = TrainConfig(steps=args.steps, batch_size=args.batch_size, val_every=args.val_every,
-                      val_episodes=args.val_episodes, save_every=min(TrainConfig.save_every, args.steps),
-                      recovery=not args.no_recovery,
-                      cache_frames=not args.stream)
+    cfg = cli_args.config_from_args(TrainConfig, args)
     try:
         summary = train(args.dataset, args.out, cfg, init=args.init, resume=args.resume, policy_kind=args.policy)
-    except (TrainError, ValueError) as error:
+    except (RunError, ValueError) as error:
         raise UsageError(str(error)) from None
     print(f"trained {summary['steps']} steps ({summary['steps_per_s']:.2f} steps/s), final loss "
           f"{summary['final_loss']:.4f}, best validation success {summary['best_val_success']} -> {args.out}")
@@ -207,9 +191,9 @@ def cmd_train(args: argparse.Namespace) -> dict:
 
 
 def cmd_eval(args: argparse.Namespace) -> dict:
-    from chess_sim.compare import CompareError, compare, comparison_table
+    from chess_sim.report.compare import CompareError, compare, comparison_table
     from chess_sim.eval import EvalError, evaluate
-    from chess_sim.tables import outcome_table
+    from chess_sim.report.tables import outcome_table
 
     if args.compare is not None:
         try:
@@ -221,25 +205,24 @@ def cmd_eval(args: argparse.Namespace) -> dict:
     if args.policy is None or args.out is None:
         raise UsageError("eval needs --policy DIR|expert and --out DIR (or --compare A B)")
     _check_output_dir(args.out)
-    cfg = EvalConfig(episodes=args.episodes, seed=args.seed, envs=args.envs, videos=args.video, noise=args.noise,
-                     early_stop=not args.full_episodes,
-                     check_expert=args.check_expert)
+    cfg = cli_args.config_from_args(EvalConfig, args, rename=EVAL_FLAGS)
     try:
         summary, _, timing = evaluate(args.policy, args.out, cfg, profile(args.profile), resume=args.resume,
                                       backend=cli_args.backend_of(args))
     except EvalError as error:
         raise UsageError(str(error)) from None
     print(outcome_table(summary))
-    if args.check_expert:
+    if cfg.check_expert:
         print(f"  expert-solvable scenes {summary['expert_solvable']}, success on them "
               f"{100 * (summary['success_expert_solvable'] or 0):.1f}%")
-    print(f"{args.episodes} episodes in {timing.total_s:.0f} s (policy {timing.policy_s:.0f} s, waiting for "
+    print(f"{cfg.episodes} episodes in {timing.total_s:.0f} s (policy {timing.policy_s:.0f} s, waiting for "
           f"simulators {timing.simulate_s:.0f} s) -> {args.out}")
     return summary
 
 
-def _rl_config(args: argparse.Namespace) -> RLConfig:
-    """The named profile (by default the policy's), overridden by every flag given explicitly."""
+def _rl_config(args: argparse.Namespace) -> tuple[str, RLConfig]:
+    """The named profile (by default the policy's: compact for a compact policy, else smolvla), overridden by every
+    flag given explicitly; (profile name, config)."""
     name = args.profile
     if name is None:
         config = args.policy / "config.json"
@@ -248,34 +231,23 @@ def _rl_config(args: argparse.Namespace) -> RLConfig:
         except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
             kind = None
         name = "compact" if kind == "compact" else "smolvla"
-    overrides = {field.name: getattr(args, field.name) for field in dataclasses.fields(RLConfig)
-                 if getattr(args, field.name) is not None}
-    cfg = dataclasses.replace(RL_PROFILES[name], **overrides)
-    if cfg.ratio not in ("element", "step", "chunk"):
-        raise UsageError(f"--ratio must be element, step or chunk, got {cfg.ratio!r}")
-    if cfg.spread not in ("joint", "shared", "scene"):
-        raise UsageError(f"--spread must be joint, shared or scene, got {cfg.spread!r}")
-    if cfg.spread_noise < 0 or (cfg.spread_noise > 0 and not cfg.steer):
-        raise UsageError(f"--spread-noise must be >= 0, and above 0 only with --steer, got {cfg.spread_noise}")
-    for name in ("iterations", "episodes", "envs", "val_episodes", "val_every", "save_every", "epochs", "minibatch"):
-        if getattr(cfg, name) < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
-    if not (cfg.sigma_start > 0 and cfg.sigma_end > 0):
-        raise UsageError("--sigma-start and --sigma-end must be positive")
-    if not cfg.steer and cfg.pg_sigma_min > max(cfg.sigma_start, cfg.sigma_end):
-        raise UsageError(f"--pg-sigma-min {cfg.pg_sigma_min} is above every noise size "
-                         f"(--sigma-start {cfg.sigma_start}, --sigma-end {cfg.sigma_end}): no step would learn")
-    return cfg
+    cfg = cli_args.config_from_args(RLConfig, args, base=RL_PROFILES[name])
+    if args.spread_noise and not cfg.start.steer:  # a profile's exploration simply goes with its start
+        raise UsageError(f"--spread-noise {args.spread_noise} needs a learned start (--steer)")
+    return name, cfg
 
 
 def cmd_rl(args: argparse.Namespace) -> dict:
-    from chess_sim.rl.train import RLError, run
+    from chess_sim.rl.train import run
+    from chess_sim.runs import RunError
 
     _check_output_dir(args.out)
-    cfg = _rl_config(args)
+    name, cfg = _rl_config(args)
+    print(f"RL profile: {name}" + (" (with the flags given)" if _flags_given(args, RLConfig) else ""))
     try:
-        return run(args.policy, args.out, cfg, profile(args.env_profile), resume=args.resume, backend=cli_args.backend_of(args))
-    except RLError as error:
+        return run(args.policy, args.out, cfg, profile(args.env_profile), resume=args.resume,
+                   backend=cli_args.backend_of(args), profile_name=name, verbose=args.verbose)
+    except RunError as error:
         raise UsageError(str(error)) from None
 
 
@@ -285,18 +257,18 @@ def cmd_rl_check(args: argparse.Namespace) -> dict:
     from chess_sim.sim.vec_env import make_vec_env
 
     _check_output_dir(args.out)
-    cfg = _rl_config(args)
+    _, cfg = _rl_config(args)
     try:
         model, _ = build(args.policy, cfg)
     except RLError as error:
         raise UsageError(str(error)) from None
     import torch
 
-    generator = torch.Generator().manual_seed(cfg.seed)
+    generator = torch.Generator().manual_seed(cfg.run.seed)
     env_cfg = dataclasses.replace(profile(args.env_profile), early_stop=True)
-    with make_vec_env(min(cfg.envs, cfg.episodes), env_cfg, backend=cli_args.backend_of(args)) as vec:
+    with make_vec_env(min(cfg.run.envs, cfg.run.episodes), env_cfg, backend=cli_args.backend_of(args)) as vec:
         storage, _, _ = collect(model, vec, cfg, 0, generator)
-    result = self_check(model, storage, cfg.policy_lrs(), cfg.clip)
+    result = self_check(model, storage, cfg.policy_lrs(), cfg.ppo.clip)
     write_report(result, args.out)
     print((args.out / "check.md").read_text().strip())
     if not result["passed"]:
@@ -304,8 +276,12 @@ def cmd_rl_check(args: argparse.Namespace) -> dict:
     return result
 
 
+def _flags_given(args: argparse.Namespace, cls) -> bool:
+    return any(getattr(args, field.name, None) is not None for _, _, field in cli_args.leaf_fields(cls))
+
+
 def cmd_report(args: argparse.Namespace) -> dict:
-    from chess_sim.report import ReportError, build_report
+    from chess_sim.report.page import ReportError, build_report
 
     if args.out is not None:
         _check_writable_file(args.out)

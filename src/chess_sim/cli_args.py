@@ -1,10 +1,17 @@
-"""The command line's building blocks: one-line usage errors, argparse value types and the shared backend options."""
+"""The command line's building blocks: one-line usage errors, argparse value types, the shared backend options,
+and flags generated from the configuration dataclasses (one flag per field, its docstring as help, its default
+from the dataclass or a named profile, `--x/--no-x` for booleans, choices for `Literal` fields)."""
 
 from __future__ import annotations
 
 import argparse
+import ast
+import dataclasses
+import inspect
+import re
+import typing
 
-from chess_sim.config import BACKENDS
+from chess_sim.config import BACKENDS, replace_fields
 
 
 class UsageError(Exception):
@@ -72,18 +79,6 @@ def backend_of(args: argparse.Namespace) -> str:
     return "ray"
 
 
-def field_help(cls, name: str) -> str:
-    """A config field's docstring, for --help."""
-    import ast
-    import inspect
-
-    body = ast.parse(inspect.getsource(cls)).body[0].body
-    for node, following in zip(body, body[1:]):
-        if isinstance(node, ast.AnnAssign) and node.target.id == name and isinstance(following, ast.Expr):
-            return following.value.value.replace("%", "%%")
-    return ""
-
-
 def non_negative_float(text: str) -> float:
     try:
         value = float(text)
@@ -102,3 +97,98 @@ def noise(text: str) -> tuple[float, float]:
     if not (start > 0 and end > 0):
         raise argparse.ArgumentTypeError(f"noise sizes must be positive, got {text!r}")
     return start, end
+
+
+def field_docs(cls) -> dict[str, str]:
+    """A config dataclass's field docstrings (the string literal under each field), by field name."""
+    body = ast.parse(inspect.getsource(cls)).body[0].body
+    return {node.target.id: following.value.value for node, following in zip(body, body[1:])
+            if isinstance(node, ast.AnnAssign) and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)}
+
+
+def leaf_fields(cls, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], type, object]]:
+    """(path, owning class, field) of every non-dataclass field of a config tree, in declaration order: a
+    nested config (`RLConfig.run`) contributes its own fields under its name."""
+    hints = typing.get_type_hints(cls)
+    leaves = []
+    for field in dataclasses.fields(cls):
+        kind = hints[field.name]
+        if dataclasses.is_dataclass(kind):
+            leaves.extend(leaf_fields(kind, (*prefix, field.name)))
+        else:
+            leaves.append(((*prefix, field.name), cls, field))
+    return leaves
+
+
+def _value(config, path: tuple[str, ...]):
+    for name in path:
+        config = getattr(config, name)
+    return config
+
+
+def _flag_type(kind, name: str):
+    if name.endswith("seed"):
+        return {"type": seed}
+    if typing.get_origin(kind) is typing.Literal:
+        return {"choices": typing.get_args(kind)}
+    return {"type": {int: non_negative, float: non_negative_float, str: str}[kind]}
+
+
+def add_config_flags(command: argparse.ArgumentParser, cls, profiles: dict[str, object] | None = None,
+                     rename: dict[str, str] | None = None, skip: tuple[str, ...] = (),
+                     custom: dict[str, dict] | None = None) -> None:
+    """One flag per field of the config tree `cls`, grouped by nested config. Without `profiles` a flag's default
+    is the dataclass's; with them it is None (the chosen profile fills it in, `config_from_args`) and the help lists
+    each profile's value. `rename` maps a field to another flag name, `custom` replaces a field's argparse keywords
+    (type, nargs, ...), `skip` leaves fields out."""
+    rename, custom = rename or {}, custom or {}
+    default_config = cls()
+    groups: dict[tuple[str, ...], argparse._ArgumentGroup] = {}
+    for path, owner, field in leaf_fields(cls):
+        if field.name in skip:
+            continue
+        group = command
+        if len(path) > 1:
+            if path[:-1] not in groups:
+                groups[path[:-1]] = command.add_argument_group(f"{' '.join(path[:-1])} ({owner.__name__})",
+                                                               (owner.__doc__ or "").split("\n\n")[0])
+            group = groups[path[:-1]]
+        flag = "--" + rename.get(field.name, field.name).replace("_", "-")
+        kind = typing.get_type_hints(owner)[field.name]
+        default = _value(default_config, path)
+        if profiles:
+            values = {name: _value(profile, path) for name, profile in profiles.items()}
+            shown = ", ".join(f"{name} {_show(value)}" for name, value in values.items())
+            suffix = f" [default: {_show(default)}]" if len(set(map(repr, values.values()))) == 1 else f" [{shown}]"
+        else:
+            suffix = f" [default: {_show(default)}]"
+        help_text = (field_docs(owner).get(field.name, "") + suffix).replace("%", "%%")
+        keywords = {"dest": field.name, "default": None if profiles else default, "help": help_text}
+        if field.name in custom:
+            keywords.update(custom[field.name])
+        elif kind is bool:
+            keywords["action"] = argparse.BooleanOptionalAction
+        else:
+            keywords.update(_flag_type(kind, field.name))
+        if kind is not bool and "choices" not in keywords:
+            keywords.setdefault("metavar", flag[2:].replace("-", "_").upper())
+        group.add_argument(flag, **keywords)
+
+
+def _show(value) -> str:
+    return "none" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def config_from_args(cls, args: argparse.Namespace, base=None, rename: dict[str, str] | None = None):
+    """The config tree `cls` built from `base` (default: the dataclass defaults) with every flag the user gave
+    (not None) put in; a value the config refuses is a `UsageError` naming its flag."""
+    names = [field.name for _, _, field in leaf_fields(cls)]
+    given = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    try:
+        return replace_fields(base if base is not None else cls(), **given)
+    except ValueError as error:
+        pattern = r"\b(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b"
+        rename = rename or {}
+        raise UsageError(re.sub(pattern, lambda m: "--" + rename.get(m[1], m[1]).replace("_", "-"), str(error))) \
+            from None

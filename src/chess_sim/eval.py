@@ -26,8 +26,8 @@ import torch
 from chess_sim import atomic, jsonl
 from chess_sim.config import EnvConfig, EvalConfig
 from chess_sim.progress import Progress
-from chess_sim.summary import summarize
-from chess_sim.tables import write_csv
+from chess_sim.report.summary import summarize
+from chess_sim.report.tables import write_csv
 
 EXPERT = "expert"
 """`--policy expert`: the scripted expert instead of a policy directory."""
@@ -211,9 +211,9 @@ class _EvalDriver:
 
 
 def _finish(episode: _Episode, info: dict, control_hz: int) -> dict:
-    from chess_sim.sim.env import episode_summary_row
+    from chess_sim.sim.judge import episode_row
 
-    row = episode_summary_row(info)
+    row = episode_row(info)
     row.update({"move": info["move"], "return": episode.total, "decisions": episode.decisions,
                 "seconds": info["steps"] / control_hz})
     if episode.expert_solvable is not None:

@@ -27,6 +27,11 @@ class Progress:
                           f"ETA {eta:5.0f}s  {note}\033[K")
         self.stream.flush()
 
+    def line(self, text: str) -> None:
+        """A line of its own above the bar (printed plainly when there is no terminal)."""
+        self.stream.write(("\r\033[K" if self.enabled else "") + text + "\n")
+        self.stream.flush()
+
     def close(self) -> float:
         if self.enabled:
             self.stream.write("\n")

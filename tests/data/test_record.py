@@ -10,6 +10,8 @@ from chess_sim.config import CameraConfig, RecordConfig, profile
 from chess_sim.data.record import RecordError, inspect, read_progress, record
 from chess_sim.sim.env import ChessEnv
 
+pytestmark = pytest.mark.slow  # every test records real episodes (35 s for the shared fixture)
+
 SEED = 7_700_003
 CFG = replace(profile("baseline"), camera=CameraConfig(64, 64))
 

@@ -69,11 +69,12 @@ def test_sampler_is_euler_from_one_to_zero(policy):
     assert torch.allclose(time_grid(4), torch.tensor([1.0, 0.75, 0.5, 0.25, 0.0]))
     prefix = policy.encode(batch())
     x0 = torch.randn(2, 50, 6)
+    steps = policy.steps
     with torch.no_grad():
         x = x0.clone()
-        for t in (1.0, 0.5):
-            x = x - 0.5 * policy.velocity(prefix, x, torch.full((2,), t))
-        assert torch.allclose(sample_chunk(policy, prefix, x0, steps=2), x, atol=1e-6)
+        for k in range(steps):
+            x = x - (1.0 / steps) * policy.velocity(prefix, x, torch.full((2,), 1.0 - k / steps))
+        assert torch.allclose(sample_chunk(policy, prefix, x0), x, atol=1e-5)
 
 
 def test_instruction_tokens_and_bad_instruction():

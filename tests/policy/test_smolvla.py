@@ -200,7 +200,7 @@ def test_bad_directories_give_one_line_value_errors(policy, tmp_path):
 
 def test_training_smolvla_needs_an_init_checkpoint(tmp_path):
     from chess_sim.config import TrainConfig
-    from chess_sim.policy.bc import TrainError, train
+    from chess_sim.imitation.bc import TrainError, train
 
     with pytest.raises(TrainError, match="needs --init"):
         train(tmp_path / "data", tmp_path / "out", TrainConfig(), policy_kind="smolvla")

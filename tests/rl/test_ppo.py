@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from chess_sim.rl.flow_rl import gaussian_log_prob
-from chess_sim.rl.ppo import approx_kl, clipped_policy_loss, gae, gradient_noise_scale, log_ratio
+from chess_sim.rl.diagnostics import gradient_noise_scale
+from chess_sim.rl.ppo import approx_kl, clipped_policy_loss, gae, log_ratio
 from chess_sim.rl.storage import Decision, Storage
 
 

@@ -9,14 +9,19 @@ import torch
 
 import chess_sim.rl.train as rl_train
 from chess_sim.cli import main
-from chess_sim.config import CameraConfig, RLConfig, profile
+from chess_sim.config import CameraConfig, RLConfig, StartConfig, profile, replace_fields
 from chess_sim.policy.compact import CompactPolicy
+from chess_sim.policy.loading import load_policy
+from chess_sim.policy.start import SteeredPolicy
 from chess_sim.rl.flow_rl import FlowRL
-from chess_sim.rl.train import RLError, run
+from chess_sim.rl.train import run
+from chess_sim.runs import RunError
+
+pytestmark = pytest.mark.slow  # whole RL runs over worker processes
 
 ENV = replace(profile("baseline"), episode_seconds=2.0, camera=CameraConfig(64, 64))
-CFG = RLConfig(iterations=3, episodes=2, envs=2, val_episodes=2, val_every=1, save_every=2, minibatch=4, epochs=1,
-               lr=1e-4, critic_warmup=1, torch_threads=1)
+CFG = replace_fields(RLConfig(), iterations=3, episodes=2, envs=2, val_episodes=2, val_every=1, save_every=2,
+                     minibatch=4, epochs=1, lr=1e-4, critic_warmup=1, torch_threads=1)
 
 
 @pytest.fixture(scope="module")
@@ -41,15 +46,16 @@ def test_a_run_logs_every_iteration_and_writes_its_checkpoints(full_run):
     for key in rl_train.ITERATION_KEYS + ("train_success", "val_success", "val_seconds"):
         assert key in log[1]
     assert set(log[1]["rollout_parts"]) == {"prep", "sample", "env", "reset", "rounds"}
+    assert "kl" not in log[1]  # one name per statistic: approx_kl
     for name in ("last", "best", "iter_0002"):
         assert (full_run / name / "model.safetensors").is_file() and (full_run / name / "rl_state.pt").is_file()
     assert json.loads((full_run / "check.json").read_text())["passed"]
     assert (full_run / "val" / "iter_0003" / "episodes.csv").is_file()
-    assert torch.load(full_run / "last" / "rl_state.pt", weights_only=False)["next_index"] == 3 * CFG.episodes
+    assert torch.load(full_run / "last" / "rl_state.pt", weights_only=True)["next_index"] == 3 * CFG.run.episodes
 
 
 def test_the_optimizer_trains_a_learned_noise_size(policy_dir):
-    model, optimizer = rl_train.build(policy_dir, replace(CFG, learn_sigma=True, sigma_lr=0.5))
+    model, optimizer = rl_train.build(policy_dir, replace_fields(CFG, learn_sigma=True, sigma_lr=0.5))
     group = next(g for g in optimizer.param_groups if any(p is model.log_sigma for p in g["params"]))
     assert group["lr"] == 0.5
 
@@ -57,10 +63,10 @@ def test_the_optimizer_trains_a_learned_noise_size(policy_dir):
 def test_critic_warmup_iteration_leaves_the_policy_as_it_was(policy_dir, full_run, tmp_path, monkeypatch):
     start = CompactPolicy.load(policy_dir).state_dict()
     monkeypatch.setattr(rl_train, "_validate", lambda *args: {"val_success": 0.0})
-    run(policy_dir, tmp_path / "run", replace(CFG, iterations=1, learn_sigma=True), ENV)
+    run(policy_dir, tmp_path / "run", replace_fields(CFG, iterations=1, learn_sigma=True), ENV)
     warmed = CompactPolicy.load(tmp_path / "run" / "last").state_dict()
     assert all(torch.equal(start[k], warmed[k]) for k in start)
-    state = torch.load(tmp_path / "run" / "last" / "rl_state.pt", weights_only=False)
+    state = torch.load(tmp_path / "run" / "last" / "rl_state.pt", weights_only=True)
     assert torch.allclose(state["log_sigma"].exp()[0], torch.tensor(0.2))
     updated = CompactPolicy.load(full_run / "last").state_dict()
     assert any(not torch.equal(start[k], updated[k]) for k in start)  # the iterations after the warm-up moved it
@@ -68,9 +74,9 @@ def test_critic_warmup_iteration_leaves_the_policy_as_it_was(policy_dir, full_ru
 
 def test_resume_continues_exactly_where_an_uninterrupted_run_is(policy_dir, full_run, tmp_path):
     out = tmp_path / "run"
-    run(policy_dir, out, replace(CFG, iterations=2), ENV)
-    with pytest.raises(RLError, match="other settings"):
-        run(policy_dir, out, replace(CFG, lr=1.0), ENV, resume=True)
+    run(policy_dir, out, replace_fields(CFG, iterations=2), ENV)
+    with pytest.raises(RunError, match="other settings"):
+        run(policy_dir, out, replace_fields(CFG, lr=1.0), ENV, resume=True)
     run(policy_dir, out, CFG, ENV, resume=True)
     resumed, uninterrupted = lines(out), lines(full_run)
     assert [line["iteration"] for line in resumed] == [0, 1, 2, 3]
@@ -84,7 +90,7 @@ def test_best_is_the_latest_of_tied_validations(policy_dir, tmp_path, monkeypatc
     successes = iter([0.5, 0.0, 0.5, 0.25])
     monkeypatch.setattr(rl_train, "_validate", lambda *args: {"val_success": next(successes)})
     run(policy_dir, tmp_path / "run", CFG, ENV)
-    assert torch.load(tmp_path / "run" / "best" / "rl_state.pt", weights_only=False)["iteration"] == 2
+    assert torch.load(tmp_path / "run" / "best" / "rl_state.pt", weights_only=True)["iteration"] == 2
 
 
 def test_a_worker_killed_mid_rollout_is_survived(policy_dir, tmp_path, monkeypatch, kill_worker_at_step):
@@ -92,9 +98,9 @@ def test_a_worker_killed_mid_rollout_is_survived(policy_dir, tmp_path, monkeypat
 
     kill_worker_at_step(VecChessEnv, 1)
     monkeypatch.setattr(rl_train, "_validate", lambda *args: {"val_success": 0.0})
-    run(policy_dir, tmp_path / "run", replace(CFG, iterations=1), ENV)
+    run(policy_dir, tmp_path / "run", replace_fields(CFG, iterations=1), ENV)
     log = lines(tmp_path / "run")
-    assert log[-1]["iteration"] == 1 and log[-1]["restarts"] >= 1 and log[-1]["train_episodes"] == CFG.episodes
+    assert log[-1]["iteration"] == 1 and log[-1]["restarts"] >= 1 and log[-1]["train_episodes"] == CFG.run.episodes
 
 
 def test_cli_smoke_rl_and_rl_check(policy_dir, tmp_path, capsys):
@@ -104,15 +110,29 @@ def test_cli_smoke_rl_and_rl_check(policy_dir, tmp_path, capsys):
     assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "rl"), "--iterations", "1", *tiny,
                  "--json", str(tmp_path / "rl.json")]) == 0
     assert json.loads((tmp_path / "rl.json").read_text())["iteration"] == 1
-    capsys.readouterr()
+    printed = capsys.readouterr().out
+    assert "RL profile: compact" in printed and "iteration 1 " in printed and "validation" in printed
+    assert '"iteration"' not in printed  # the full lines are in log.jsonl (and on the terminal with --verbose)
     assert main(["rl", "--policy", str(tmp_path / "none"), "--out", str(tmp_path / "x")]) == 2
     assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "y"), "--ratio", "token"]) == 2
-    assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "y"), "--spread", "pooled"]) == 2
+    assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "y"), "--iterations", "0"]) == 2
     assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "y"), "--profile", "smolvla",
-                 "--spread-noise", "0.3"]) == 2  # spread exploration without steering
+                 "--spread-noise", "0.3"]) == 2  # spread exploration without a learned start
     assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "rl"), *tiny]) == 2  # not empty
     errors = capsys.readouterr().err.strip().splitlines()
     assert len(errors) == 5 and all(line.startswith("chess-sim: error:") for line in errors)
+    assert "--iterations must be >= 1" in errors[2] and "--spread-noise" in errors[3] and "--steer" in errors[3]
+
+
+def test_the_profile_is_printed_and_saved_and_every_flag_negates(policy_dir, tmp_path, capsys, monkeypatch):
+    seen = {}
+    monkeypatch.setattr(rl_train, "run", lambda *args, **kwargs: seen.update(cfg=args[2], **kwargs) or {})
+    assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "a"), "--no-steer"]) == 0
+    assert "RL profile: compact" in capsys.readouterr().out
+    assert seen["profile_name"] == "compact" and not seen["cfg"].start.steer and seen["cfg"].run.envs == 2
+    assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "b"), "--profile", "smolvla", "--steer",
+                 "--learn-sigma", "--no-tensorboard"]) == 0
+    assert seen["profile_name"] == "smolvla" and seen["cfg"].start.steer and seen["cfg"].noise.learn_sigma
 
 
 def test_tiny_smolvla_ratio_is_one_before_an_update(tmp_path):
@@ -132,13 +152,17 @@ def test_tiny_smolvla_ratio_is_one_before_an_update(tmp_path):
         log_probs, _ = model.evaluate(sample.chain, sample.prefix, batch["observation.state"])
     assert sample.log_probs.shape == (2, policy.steps, 50, 6)  # only the real joints count
     assert float((log_probs - sample.log_probs).abs().max()) < 1e-3
-    with pytest.raises(ValueError, match="steering needs a compact policy"):
-        FlowRL(policy, steer=True)
+    steered = FlowRL(policy, start=StartConfig(steer=True), prefix_dtype=torch.bfloat16).eval()
+    sample = steered.sample(batch, x0, noise)
+    with torch.no_grad():
+        log_probs, _ = steered.evaluate(sample.chain, sample.prefix, batch["observation.state"])
+    assert sample.log_probs.shape == (2, policy.steps + 1, 50, 6)  # the start counts too: any FlowPolicy steers
+    assert float((log_probs - sample.log_probs).abs().max()) < 1e-3
 
 
 def test_a_time_budget_ends_the_run_with_a_validated_iteration(policy_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(rl_train, "_validate", lambda *args: {"val_success": 0.0})
-    run(policy_dir, tmp_path / "run", replace(CFG, iterations=3, val_every=5, minutes=1e-6), ENV)
+    run(policy_dir, tmp_path / "run", replace_fields(CFG, iterations=3, val_every=5, minutes=1e-6), ENV)
     log = lines(tmp_path / "run")
     assert [line["iteration"] for line in log] == [0, 1] and "val_success" in log[1]
 
@@ -164,33 +188,25 @@ def test_a_run_interrupted_mid_update_resumes_to_the_uninterrupted_result(policy
     assert [line["iteration"] for line in lines(out)] == [0, 1, 2, 3]
     a, b = CompactPolicy.load(out / "last").state_dict(), CompactPolicy.load(full_run / "last").state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
-    resumed = torch.load(out / "last" / "rl_state.pt", weights_only=False)
-    uninterrupted = torch.load(full_run / "last" / "rl_state.pt", weights_only=False)
+    resumed = torch.load(out / "last" / "rl_state.pt", weights_only=True)
+    uninterrupted = torch.load(full_run / "last" / "rl_state.pt", weights_only=True)
     assert resumed["next_index"] == uninterrupted["next_index"]
     assert torch.equal(resumed["log_sigma"], uninterrupted["log_sigma"])
     for group_a, group_b in zip(resumed["optimizer"]["state"].values(), uninterrupted["optimizer"]["state"].values()):
         assert torch.equal(group_a["exp_avg"], group_b["exp_avg"])
 
 
-def test_a_steered_run_keeps_the_chain_and_saves_a_steered_policy(policy_dir, tmp_path):
+def test_a_steered_run_keeps_the_chain_explores_the_spread_and_saves_a_steered_policy(policy_dir, tmp_path):
     out = tmp_path / "run"
-    cfg = replace(CFG, iterations=2, val_every=2, steer=True, lr=0.0, steer_lr=0.0, spread_lr=1e-2)
-    run(policy_dir, out, cfg, ENV)
-    assert [line["iteration"] for line in lines(out)] == [0, 1, 2]
-    start, last = CompactPolicy.load(policy_dir).state_dict(), CompactPolicy.load(out / "last")
-    assert last.config.steering and all(torch.equal(start[k], last.state_dict()[k]) for k in start)
-    assert not torch.equal(last.start_log_std, torch.zeros(6))  # the one update after the critic warm-up
-    assert not last.steer[-1].weight.any()  # the mean's lr is 0
-
-
-def test_a_scene_spread_run_explores_the_spread_and_logs_it(policy_dir, tmp_path):
-    out = tmp_path / "run"
-    cfg = replace(CFG, iterations=2, val_every=2, steer=True, lr=0.0, steer_lr=0.0, spread="scene",
-                  spread_noise=0.3, spread_lr=1e-2, spread_head_lr=1e-3)
+    cfg = replace_fields(CFG, iterations=2, val_every=2, steer=True, lr=0.0, spread_noise=0.3, spread_lr=1e-2,
+                         spread_head_lr=1e-3)
     run(policy_dir, out, cfg, ENV)
     log = lines(out)
+    assert [line["iteration"] for line in log] == [0, 1, 2]
     low, median, high = log[2]["start_std_scene"]
-    assert low <= median <= high and "spread_clipfrac" in log[2]
-    last = CompactPolicy.load(out / "last")
-    assert last.config.start_spread == "scene" and last.spread_head[-1].weight.any()  # the head learned
-    assert not last.steer[-1].weight.any()  # the mean's lr is 0
+    assert low < high and log[2]["start_std"] != 1.0 and "spread_clipfrac" in log[2]
+    start, last = CompactPolicy.load(policy_dir).state_dict(), load_policy(out / "last")
+    assert isinstance(last, SteeredPolicy)
+    assert all(torch.equal(start[k], last.base.state_dict()[k]) for k in start)  # the chain's lr is 0
+    assert last.start.head[-1].weight.any()  # the head learned in the one update after the critic warm-up
+    assert not torch.equal(last.start.log_std, torch.zeros(1))

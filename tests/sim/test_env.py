@@ -9,6 +9,7 @@ from gymnasium.utils.env_checker import check_env
 
 from chess_sim.config import CameraConfig, profile
 from chess_sim.sim.env import ChessEnv
+from chess_sim.sim.expert import ExpertDriver
 
 SEED = 5_500_001
 
@@ -45,7 +46,7 @@ def test_observation_layout_and_fresh_copies(env):
     assert observation["pixels"]["front"].shape == (64, 64, 3) and observation["pixels"]["front"].dtype == np.uint8
     assert observation["agent_pos"].dtype == np.float32
     before = observation["agent_pos"].copy()
-    env.step(env.expert_action())
+    env.step(ExpertDriver(env).action())
     assert np.array_equal(observation["agent_pos"], before)  # the env never hands out views of its state
     assert {"piece", "from", "to", "instruction", "torch_seed", "seed", "index"} <= set(info)
     assert info["index"] == 1
@@ -55,8 +56,9 @@ def test_same_scene_same_initial_state_and_rollout(physics_env):
     def rollout():
         _, info = physics_env.reset(seed=SEED, options={"index": 2})
         start = physics_env.data.qpos.copy()
+        expert = ExpertDriver(physics_env)
         for _ in range(60):
-            physics_env.step(physics_env.expert_action())
+            physics_env.step(expert.action())
         return info, start, physics_env.data.qpos.copy()
 
     info_a, start_a, end_a = rollout()
@@ -90,7 +92,7 @@ def test_out_of_range_targets_are_clipped(physics_env):
 
 def test_step_chunk_runs_whole_chunk_and_sums_rewards(physics_env):
     physics_env.reset(seed=SEED, options={"index": 0})
-    hold = np.tile(physics_env.expert.home_units(), (50, 1))
+    hold = np.tile(physics_env.rest_action(), (50, 1))
     _, reward, terminated, truncated, info = physics_env.step_chunk(hold)
     assert info["executed"] == 50 and info["steps"] == 50
     assert reward == 0.0 and not terminated and not truncated
@@ -101,7 +103,7 @@ def test_step_chunk_runs_whole_chunk_and_sums_rewards(physics_env):
 def test_step_chunk_stops_at_the_time_limit():
     environment = ChessEnv(replace(profile("baseline"), render=False, episode_seconds=1.0))
     environment.reset(seed=SEED)
-    hold = np.tile(environment.expert.home_units(), (50, 1))
+    hold = np.tile(environment.rest_action(), (50, 1))
     _, _, terminated, truncated, info = environment.step_chunk(hold)
     assert info["executed"] == 30 and truncated and not terminated
     assert info["end"] == "timeout"
@@ -111,15 +113,6 @@ def test_diverging_simulation_ends_unstable_without_raising(physics_env):
     physics_env.reset(seed=SEED)
     slot = physics_env.scene.slots[physics_env.target_slot]
     physics_env.data.qvel[slot.qvel:slot.qvel + 3] = [1e6, 0.0, 0.0]
-    observation, _, terminated, _, info = physics_env.step(physics_env.expert.home_units())
+    observation, _, terminated, _, info = physics_env.step(physics_env.rest_action())
     assert terminated and info["end"] == "unstable"
     assert np.all(np.isfinite(observation["agent_pos"]))
-
-
-def test_check_expert_runs_on_a_copy(physics_env):
-    _, info = physics_env.reset(seed=SEED, options={"index": 0, "check_expert": True})
-    assert info["expert_solvable"] is True
-    assert physics_env.steps == 0 and physics_env.data.time == 0.0
-    fresh = ChessEnv(replace(profile("baseline"), render=False))
-    fresh.reset(seed=SEED, options={"index": 0})
-    assert np.array_equal(fresh.data.qpos, physics_env.data.qpos)

@@ -26,6 +26,7 @@ def ray_cluster():
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_a_noise_free_evaluation_on_ray_equals_the_local_one(tiny_policy_dir, tmp_path):
     evaluate(tiny_policy_dir, tmp_path / "local", EVAL, ENV)
     evaluate(tiny_policy_dir, tmp_path / "ray", EVAL, ENV, backend="ray")
@@ -33,6 +34,7 @@ def test_a_noise_free_evaluation_on_ray_equals_the_local_one(tiny_policy_dir, tm
         assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
 
 
+@pytest.mark.slow
 def test_an_actor_killed_mid_episode_is_replaced_and_the_evaluation_completes(tiny_policy_dir, tmp_path,
                                                                                 kill_worker_at_step):
     kill_worker_at_step(RayVecChessEnv, 2)
@@ -42,6 +44,7 @@ def test_an_actor_killed_mid_episode_is_replaced_and_the_evaluation_completes(ti
     assert summary["ends"] == local["ends"]  # the lost episode was re-run from its start
 
 
+@pytest.mark.slow
 def test_a_recording_through_ray_actors(tmp_path):
     from chess_sim.data.record import record
 

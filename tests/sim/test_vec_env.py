@@ -38,7 +38,7 @@ def vec(request):
 
 
 def hold_chunk(env):
-    return np.tile(env.expert.home_units(), (50, 1))
+    return np.tile(env.rest_action(), (50, 1))
 
 
 def test_workers_match_a_local_env(vec):

@@ -33,7 +33,7 @@ import numpy as np
 
 from chess_sim import atomic
 from chess_sim.config import JOINT_NAMES, EnvConfig, RecordConfig
-from chess_sim.sim.episodes import ordered_map
+from chess_sim.sim.episodes import expert_episode, ordered_map
 
 PROGRESS_FILE = "meta/chess_sim.json"
 """A readable copy of the progress record, per-episode metadata included."""
@@ -80,40 +80,36 @@ def is_recovery(seed: int, index: int, fraction: float) -> bool:
     return bool(np.random.default_rng([seed, index, 0xDA27]).random() < fraction)
 
 
-def record_episode(env, seed: int, index: int, rec: RecordConfig) -> Episode:
-    """Run the expert on scene `(seed, index)` with rendering; recovery episodes execute a noisy command."""
-    _, info = env.reset(seed=seed, options={"index": index})
+def record_episode(env, expert, seed: int, index: int, rec: RecordConfig) -> Episode:
+    """Run the expert (`sim.expert.ExpertDriver`) on scene `(seed, index)` with rendering; recovery episodes
+    execute a noisy command, while the recorded action stays the expert's own."""
     recovery = is_recovery(seed, index, rec.recovery_fraction)
     noise_rng = np.random.default_rng([seed, index, 0x0153])
     noise = np.zeros(6)
     innovation = rec.recovery_noise_deg * np.sqrt(1.0 - rec.recovery_noise_corr**2)
     fronts, wrists, states, actions = [], [], [], []
-    physics_s = render_s = 0.0
-    total = 0.0
-    while True:
-        start = time.perf_counter()
+    render_s = 0.0
+
+    def observe() -> None:
+        nonlocal render_s
+        started = time.perf_counter()
         images = env.camera_images()
-        render_s += time.perf_counter() - start
+        render_s += time.perf_counter() - started
         fronts.append(images["front"])
         wrists.append(images["wrist"])
         states.append(env.state())
-        action = env.expert_action()
-        actions.append(action)
-        executed = action
-        if recovery:
-            noise[:5] = rec.recovery_noise_corr * noise[:5] + innovation * noise_rng.standard_normal(5)
-            if env.tcp_position()[2] - env.scene.board_top >= rec.recovery_min_height:
-                executed = action + noise.astype(np.float32)
-        start = time.perf_counter()
-        reward, terminated, truncated, info = env.advance(executed)
-        physics_s += time.perf_counter() - start
-        total += reward
-        if terminated or truncated:
-            break
-    from chess_sim.sim.env import episode_summary_row
 
-    row = episode_summary_row(info)
-    row["return"] = total
+    def execute(command: np.ndarray) -> np.ndarray:
+        actions.append(command)
+        if not recovery:
+            return command
+        noise[:5] = rec.recovery_noise_corr * noise[:5] + innovation * noise_rng.standard_normal(5)
+        if env.tcp_position()[2] - env.scene.board_top >= rec.recovery_min_height:
+            return command + noise.astype(np.float32)
+        return command
+
+    row, physics_s = expert_episode(env, expert, seed, index, observe, execute)
+    row.pop("seconds")
     return Episode(index=index, front=np.stack(fronts), wrist=np.stack(wrists), state=np.stack(states),
                    action=np.stack(actions), row=row, recovery=recovery, physics_s=physics_s, render_s=render_s)
 
@@ -125,13 +121,15 @@ def _init_worker(cfg: EnvConfig, rec: RecordConfig) -> None:
     global _WORKER
     os.environ.setdefault("MUJOCO_GL", "egl")
     from chess_sim.sim.env import ChessEnv
+    from chess_sim.sim.expert import ExpertDriver
 
-    _WORKER = (ChessEnv(cfg), rec)
+    env = ChessEnv(cfg)
+    _WORKER = (env, ExpertDriver(env), rec)
 
 
 def _worker_record(job: tuple[int, int]) -> Episode:
-    env, rec = _WORKER
-    return record_episode(env, job[0], job[1], rec)
+    env, expert, rec = _WORKER
+    return record_episode(env, expert, job[0], job[1], rec)
 
 
 @dataclass

@@ -46,8 +46,9 @@ class FlowPolicy(Protocol):
         """Pooled prefix features (B, F) for a critic."""
 
     def start_distribution(self, prefix: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        """The chain's start x_0 ~ N(mean, std^2): mean (B, T, C) and std (C,). N(0, I) unless the policy was
-        given steering (`chess-sim rl --steer`); a standard-normal draw d starts the chain at mean + std * d."""
+        """The chain's start x_0 ~ N(mean, std^2), mean and std broadcastable to (B, T, C): N(0, I)
+        (`standard_start`) unless the policy carries a learned start (`policy/start.py`); a standard-normal draw d
+        starts the chain at mean + std * d (`start_of`)."""
 
     def save(self, directory) -> None:
         """Write the policy so that the class's `load(directory)` restores it bit-exactly."""
@@ -70,34 +71,51 @@ def noise_schedule(start: float, end: float, steps: int) -> torch.Tensor:
     return (start * (end / start) ** ratio).float()
 
 
-def sample_chain(policy: FlowPolicy, prefix: Any, x0: torch.Tensor, sigmas: torch.Tensor | None = None,
-                 noise: torch.Tensor | None = None, steps: int | None = None) -> torch.Tensor:
-    """The Euler chain (B, K+1, T, C) from the standard-normal draw x0 (B, T, C), which the policy's
-    `start_distribution` (N(0, I) without steering) turns into the chain's start. Without `sigmas` it is the
-    plain ODE; with noise sizes `sigmas` (K,) or (K, C) and standard-normal draws `noise` (B, K, T, C) each step
-    is the Gaussian transition x_{k+1} = x_k + dt * v(x_k, t_k) + sigma_k * noise_k (ReinFlow)."""
-    steps = steps or policy.steps
-    assert x0.shape[1:] == (policy.chunk, policy.chain_dim), f"x0 must be (B, {policy.chunk}, "\
-        f"{policy.chain_dim}), got {tuple(x0.shape)}"
+def denoise(policy: FlowPolicy, prefix: Any, start: torch.Tensor, sigmas: torch.Tensor | None = None,
+            noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The Euler chain, the one implementation every sampler uses: from the chain's start x_0 (B, T, C), the chain
+    (B, K+1, T, C) and each step's mean mu_k = x_k + dt * v(x_k, t_k), (B, K, T, C). Without `sigmas` it is the
+    plain ODE (x_{k+1} = mu_k); with noise sizes `sigmas` (K,) or (K, C) and standard-normal draws `noise`
+    (B, K, T, C), each step is the Gaussian transition x_{k+1} = mu_k + sigma_k * noise_k (ReinFlow)."""
+    steps = policy.steps
+    assert start.shape[1:] == (policy.chunk, policy.chain_dim), \
+        f"x0 must be (B, {policy.chunk}, {policy.chain_dim}), got {tuple(start.shape)}"
     if sigmas is not None:
-        assert noise is not None and noise.shape == (x0.shape[0], steps, *x0.shape[1:]), \
+        assert noise is not None and noise.shape == (start.shape[0], steps, *start.shape[1:]), \
             "noisy sampling needs noise of shape (B, K, T, C)"
-    times = time_grid(steps, x0.device)
+    times = time_grid(steps, start.device)
     dt = -1.0 / steps
-    mean, std = policy.start_distribution(prefix)
-    chain = [mean.to(x0) + std.to(x0) * x0]
+    chain, means = [start], []
     for k in range(steps):
         x = chain[-1]
-        x = x + dt * policy.velocity(prefix, x, times[k].expand(x.shape[0]))
-        if sigmas is not None:
-            x = x + sigmas[k].to(x) * noise[:, k]
-        chain.append(x)
-    return torch.stack(chain, dim=1)
+        mean = x + dt * policy.velocity(prefix, x, times[k].expand(x.shape[0]))
+        means.append(mean)
+        chain.append(mean if sigmas is None else mean + sigmas[k].to(x) * noise[:, k])
+    return torch.stack(chain, dim=1), torch.stack(means, dim=1)
 
 
-def sample_chunk(policy: FlowPolicy, prefix: Any, x0: torch.Tensor, steps: int | None = None) -> torch.Tensor:
-    """Deterministic sampler: integrate the ODE from noise x0 (B, T, C) to the chain's end x_K (B, T, C)."""
-    return sample_chain(policy, prefix, x0, steps=steps)[:, -1]
+def start_of(policy: FlowPolicy, prefix: Any, draw: torch.Tensor) -> torch.Tensor:
+    """The chain's start x_0 (B, T, C) from a standard-normal draw (B, T, C): mean + std * draw under the policy's
+    start distribution (the draw itself for N(0, I))."""
+    mean, std = policy.start_distribution(prefix)
+    return mean.to(draw) + std.to(draw) * draw
+
+
+def sample_chain(policy: FlowPolicy, prefix: Any, draw: torch.Tensor, sigmas: torch.Tensor | None = None,
+                 noise: torch.Tensor | None = None) -> torch.Tensor:
+    """The chain (B, K+1, T, C) from the start the standard-normal `draw` (B, T, C) gives under the policy's start
+    distribution; `sigmas` and `noise` as in `denoise`."""
+    return denoise(policy, prefix, start_of(policy, prefix, draw), sigmas, noise)[0]
+
+
+def sample_chunk(policy: FlowPolicy, prefix: Any, draw: torch.Tensor) -> torch.Tensor:
+    """Deterministic sampler: integrate the ODE from the start of `draw` (B, T, C) to the chain's end x_K (B, T, C)."""
+    return sample_chain(policy, prefix, draw)[:, -1]
+
+
+def standard_start(device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """N(0, I), the start every policy is trained with: mean 0 and spread 1 (scalars that broadcast)."""
+    return torch.zeros((), device=device), torch.ones((), device=device)
 
 
 def chunk_actions(policy: FlowPolicy, x: torch.Tensor) -> torch.Tensor:

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -27,26 +26,20 @@ from torch import nn
 
 from chess_sim import atomic
 from chess_sim.config import CompactConfig
-from chess_sim.policy.base import Normalizer
+from chess_sim.policy.base import Normalizer, standard_start
+from chess_sim.sim.tasks import COLORS, PIECES, parse_instruction
 
 KIND = "compact"
 CAMERAS = ("front", "wrist")
-COLOURS = ("white", "black")
-PIECES = ("pawn", "knight", "bishop", "rook", "queen", "king")
-INSTRUCTION = re.compile(r"Move the (white|black) (pawn|knight|bishop|rook|queen|king) from ([a-h][1-8]) "
-                         r"to ([a-h][1-8])\.")
 
 
 def tokenize_instruction(texts: list[str]) -> torch.Tensor:
     """(B, 4) integer tokens (colour, piece, from-square, to-square); ValueError names an instruction that
-    does not follow the grammar."""
+    does not follow the grammar (`sim.tasks.parse_instruction`)."""
     rows = []
     for text in texts:
-        match = INSTRUCTION.fullmatch(text.strip())
-        if match is None:
-            raise ValueError(f"instruction does not follow 'Move the <colour> <piece> from <sq> to <sq>.': {text!r}")
-        colour, piece, source, target = match.groups()
-        rows.append([COLOURS.index(colour), PIECES.index(piece), _square(source), _square(target)])
+        colour, piece, source, target = parse_instruction(text.strip())
+        rows.append([COLORS.index(colour), PIECES.index(piece), _square(source), _square(target)])
     return torch.tensor(rows, dtype=torch.long)
 
 
@@ -90,14 +83,6 @@ class _CameraEncoder(nn.Module):
         return self.net(images).flatten(2).transpose(1, 2)
 
 
-def _steering_head(width: int, outputs: int) -> nn.Sequential:
-    """Prefix features and task vector (2 * width) -> the chain's start mean; the last layer starts at zero."""
-    head = nn.Sequential(nn.Linear(2 * width, width), nn.Tanh(), nn.Linear(width, outputs))
-    nn.init.zeros_(head[-1].weight)
-    nn.init.zeros_(head[-1].bias)
-    return head
-
-
 def _time_embedding(t: torch.Tensor, width: int) -> torch.Tensor:
     """Sinusoidal embedding of flow times t (B,) -> (B, width)."""
     half = width // 2
@@ -120,7 +105,7 @@ class CompactPolicy(nn.Module):
         self.cameras = nn.ModuleDict({name: _CameraEncoder(width) for name in CAMERAS})
         self.image_position = nn.Parameter(torch.randn(len(CAMERAS), grid, width) * 0.02)
         self.state_proj = nn.Linear(self.action_dim, width)
-        self.colour = nn.Embedding(len(COLOURS), width)
+        self.colour = nn.Embedding(len(COLORS), width)
         self.piece = nn.Embedding(len(PIECES), width)
         self.square = nn.Sequential(nn.Linear(2 + 4 * len(SQUARE_FREQUENCIES), width), nn.GELU(),
                                     nn.Linear(width, width))
@@ -133,11 +118,6 @@ class CompactPolicy(nn.Module):
                                            norm_first=True)
         self.expert = nn.TransformerDecoder(layer, self.config.layers)
         self.action_out = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, self.action_dim))
-        self.steer = _steering_head(width, self.chunk * self.action_dim) if self.config.steering else None
-        spreads = {"joint": self.action_dim, "shared": 1, "scene": 1}[self.config.start_spread]
-        self.start_log_std = nn.Parameter(torch.zeros(spreads)) if self.config.steering else None
-        scene_spread = self.config.steering and self.config.start_spread == "scene"
-        self.spread_head = _steering_head(width, 1) if scene_spread else None
 
     # ------------------------------------------------------------------ FlowPolicy
     def encode(self, batch: dict) -> dict[str, torch.Tensor]:
@@ -170,50 +150,8 @@ class CompactPolicy(nn.Module):
     def features(self, prefix: dict[str, torch.Tensor]) -> torch.Tensor:
         return prefix["tokens"].mean(dim=1)
 
-    START_STD_BOUNDS = (0.05, 2.0)
-    """A learned start spread stays in this range. The floor keeps the start's score bounded; the ceiling is
-    well above the 1 where training begins, since a clamp passes no gradient past its bound and a spread just
-    over it would be stuck there for good."""
-
     def start_distribution(self, prefix: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean (B, T, A) and spread: (A,), or (B, 1, A) with a `scene` spread."""
-        tokens = prefix["tokens"]
-        if self.steer is None:
-            return tokens.new_zeros(tokens.shape[0], self.chunk, self.action_dim), tokens.new_ones(self.action_dim)
-        mean = self.steer(self._steering_context(prefix))
-        std = self.start_std_of(self.start_log_spread(prefix))
-        return mean.view(-1, self.chunk, self.action_dim), std if self.spread_head is None else std[:, None]
-
-    def _steering_context(self, prefix: dict[str, torch.Tensor]) -> torch.Tensor:
-        return torch.cat([self.features(prefix), prefix["task"]], dim=1)
-
-    def start_log_spread(self, prefix: dict[str, torch.Tensor]) -> torch.Tensor:
-        """A steered start's log-spread before its bounds: the learned (S,), or with a `scene` spread the learned
-        one plus a head's output on the prefix, (B, 1) (the head's last layer starts at zero)."""
-        if self.spread_head is None:
-            return self.start_log_std
-        return self.start_log_std + self.spread_head(self._steering_context(prefix))
-
-    def start_std(self) -> torch.Tensor:
-        """(A,) a steered start's learned spread per joint, within `START_STD_BOUNDS` (with a `scene` spread,
-        where the head's output is zero)."""
-        return self.start_std_of(self.start_log_std)
-
-    def start_std_of(self, log_spread: torch.Tensor) -> torch.Tensor:
-        """(..., S) log-spreads, S = 1 (`shared`) or A (`joint`) -> (..., A) spreads per joint within
-        `START_STD_BOUNDS`: the learned one, or one a decision drew around it (`FlowRL`'s spread exploration)."""
-        return log_spread.exp().clamp(*self.START_STD_BOUNDS).expand(*log_spread.shape[:-1], self.action_dim)
-
-    def with_steering(self, spread: str = "joint") -> "CompactPolicy":
-        """This policy with steering added (a zero mean and a unit spread, `joint`, `shared` or `scene`, so it
-        samples as before); itself if it has steering already."""
-        if self.steer is not None:
-            return self
-        steered = CompactPolicy(replace(self.config, steering=True, start_spread=spread), self.normalizer)
-        missing, unexpected = steered.load_state_dict(self.state_dict(), strict=False)
-        assert not unexpected and all(name.startswith(("steer.", "start_log_std", "spread_head.")) for name in missing), \
-            (missing, unexpected)
-        return steered.train(self.training)
+        return standard_start(prefix["tokens"].device)
 
     # ------------------------------------------------------------------ files
     def save(self, directory) -> None:
@@ -233,7 +171,12 @@ class CompactPolicy(nn.Module):
         data = json.loads(config_path.read_text())
         if data.get("kind") != KIND:
             raise ValueError(f"{directory} holds a {data.get('kind')!r} policy, not a compact one")
-        policy = cls(CompactConfig(**data["config"]), Normalizer.from_dict(data["normalizer"]))
+        architecture = dict(data["config"])
+        if architecture.pop("steering", False):
+            raise ValueError(f"{directory} holds a steered policy from before December 2026 (its start was part of "
+                             f"the compact policy); load it with that version of chess-sim")
+        architecture.pop("start_spread", None)
+        policy = cls(CompactConfig(**architecture), Normalizer.from_dict(data["normalizer"]))
         policy.load_state_dict(load_file(str(weights_path)))
         return policy.eval()
 

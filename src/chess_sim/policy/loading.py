@@ -1,5 +1,5 @@
 """Open any saved FlowPolicy directory by what its `config.json` says it holds: ours (`"kind"`) or a LeRobot
-SmolVLA checkpoint (`"type": "smolvla"`)."""
+SmolVLA checkpoint (`"type": "smolvla"`), with its learned start (`policy/start.py`) when it has one."""
 
 from __future__ import annotations
 
@@ -12,6 +12,13 @@ from chess_sim.policy.base import FlowPolicy
 def load_policy(directory) -> FlowPolicy:
     """The policy saved in `directory`, in eval mode; ValueError (one line) for a missing, corrupt or unknown
     policy directory."""
+    from chess_sim.policy.start import has_start, load_start
+
+    policy = _load_base(directory)
+    return load_start(policy, directory).eval() if has_start(directory) else policy
+
+
+def _load_base(directory) -> FlowPolicy:
     from chess_sim.policy.compact import KIND as COMPACT, CompactPolicy
 
     directory = Path(directory)

@@ -44,7 +44,7 @@ from torch import nn  # noqa: E402
 
 from chess_sim import atomic  # noqa: E402
 from chess_sim.config import ACTION_DIM, CHUNK  # noqa: E402
-from chess_sim.policy.base import Normalizer  # noqa: E402
+from chess_sim.policy.base import Normalizer, standard_start  # noqa: E402
 
 KIND = "smolvla"
 SIDECAR = "chess_sim_policy.json"
@@ -158,10 +158,7 @@ class SmolVLAFlowPolicy(nn.Module):
         return prefix["pooled"].float()
 
     def start_distribution(self, prefix: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """N(0, I): steering is offered for the compact policy only (LeRobot's sampler could not read it)."""
-        pooled = prefix["pooled"]
-        return (torch.zeros(pooled.shape[0], self.chunk, self.chain_dim, device=pooled.device),
-                torch.ones(self.chain_dim, device=pooled.device))
+        return standard_start(prefix["pooled"].device)
 
     # ------------------------------------------------------------------ files
     def save(self, directory) -> None:

@@ -13,14 +13,14 @@ from pathlib import Path
 import torch
 
 from chess_sim.policy.base import Normalizer
-from chess_sim.policy.compact import COLOURS, PIECES
+from chess_sim.sim.tasks import COLORS, PIECES
 from chess_sim.policy.smolvla import SmolVLAFlowPolicy, input_features
 
 SPECIAL_TOKENS = {"pad_token": "<pad>", "unk_token": "<unk>"}
 IMAGE_TOKENS = {"fake_image_token": "<fake_token_around_image>", "global_image_token": "<global-img>",
                 "image_token": "<image>", "end_of_utterance_token": "<end_of_utterance>"}
 SQUARES = [f"{file}{rank}" for file in "abcdefgh" for rank in range(1, 9)]
-WORDS = ["Move", "the", "from", "to", ".", "\n", *COLOURS, *PIECES, *SQUARES]
+WORDS = ["Move", "the", "from", "to", ".", "\n", *COLORS, *PIECES, *SQUARES]
 
 
 def _tokenizer():

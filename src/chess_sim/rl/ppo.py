@@ -11,17 +11,16 @@ Ratios: the log-prob of one denoising step sums T x A = 300 elements and moves b
 small update, so a per-step (or per-chunk) ratio is almost always outside [1 - clip, 1 + clip] and PPO learns
 nothing. As tokens in language-model PPO, every element (step x timestep x joint) has its own clipped ratio
 (`ratio="element"`); `"step"` and `"chunk"` are offered for comparison. With spread exploration, each decision's
-drawn log-spread adds its own clipped term (one ratio per spread), averaged on its own and added to the chain's.
+drawn log-spread adds its own clipped term, averaged on its own and added to the chain's.
 """
 
 from __future__ import annotations
 
 import torch
 
-from chess_sim.config import RLConfig
+from chess_sim.config import RATIOS, PPOConfig
 from chess_sim.rl.flow_rl import FlowRL
 
-RATIO_MODES = ("element", "step", "chunk")
 
 
 def gae(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor, ends: torch.Tensor,
@@ -48,7 +47,7 @@ def log_ratio(new: torch.Tensor, old: torch.Tensor, mode: str) -> torch.Tensor:
         return (new - old).sum(dim=(2, 3))
     if mode == "chunk":
         return (new - old).sum(dim=(1, 2, 3))
-    raise ValueError(f"ratio mode must be one of {RATIO_MODES}, got {mode!r}")
+    raise ValueError(f"ratio mode must be one of {RATIOS}, got {mode!r}")
 
 
 def clipped_policy_loss(log_ratios: torch.Tensor, advantages: torch.Tensor, clip: float) -> dict[str, torch.Tensor]:
@@ -75,26 +74,13 @@ def normalized_advantages(storage) -> torch.Tensor:
     return (advantages - advantages.mean()) / (advantages.std(correction=0) + 1e-8)
 
 
-def scored_steps(model: FlowRL, sigma_min: float) -> torch.Tensor:
-    """(R,) the log-prob rows that add a policy-gradient term: mean noise size over the real joints >=
-    `sigma_min` (all rows at 0; a steered start, of size 1, always)."""
-    steps = model.row_sigmas() >= sigma_min
-    if not bool(steps.any()):
-        raise ValueError(f"pg_sigma_min {sigma_min} leaves no denoising step to learn from "
-                         f"(the largest noise size is {float(model.sigmas().detach().max()):.3g})")
-    return steps
-
-
-def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: RLConfig, generator: torch.Generator,
-               critic_only: bool = False) -> dict[str, float]:
-    """Epochs of minibatch updates over `storage` (see `rl/storage.py`), with `cfg`'s epochs, minibatch,
-    clip, ratio, pg_sigma_min, vf_coef, max_grad_norm and target_kl. With `critic_only` (critic warm-up)
-    only the value loss is minimised and policy and noise stay exactly as they were. The approximate KL (and
-    so the early stop) covers every element of the chain, scored steps or not."""
-    scored = scored_steps(model, cfg.pg_sigma_min)
-    # Steering alone (policy lr 0, fixed noise): the transitions' log-probs stay the rollout's, so only the start
-    # is re-evaluated, without K velocity passes per decision.
-    start_only = model.steer and cfg.lr == 0 and not cfg.learn_sigma
+def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: PPOConfig, generator: torch.Generator,
+               critic_only: bool = False, chain_trains: bool = True) -> dict[str, float]:
+    """Epochs of minibatch updates over `storage` (see `rl/storage.py`), with `cfg`'s epochs, minibatch, clip,
+    ratio, vf_coef, max_grad_norm and target_kl. With `critic_only` (critic warm-up) only the value loss is minimised
+    and policy, start and noise stay exactly as they were. `chain_trains` False (neither the velocity nor the noise
+    sizes learn): the transitions' log-probs stay the rollout's, so only the start is re-evaluated, without K
+    velocity passes per decision."""
     normalized = normalized_advantages(storage)
     n = len(storage)
     stats: dict[str, list[float]] = {key: [] for key in ("pg_loss", "v_loss", "approx_kl", "clipfrac", "grad_norm",
@@ -109,14 +95,11 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: RL
             chain, prefix, state, old_log_probs = storage.minibatch(index)
             spreads = storage.spreads(index)
             drawn = None if spreads is None else spreads[0]
-            if start_only:
-                start, value = model.evaluate_start(chain, prefix, state, drawn)
-                log_probs = torch.cat([start, old_log_probs[:, 1:]], dim=1)
-            else:
-                log_probs, value = model.evaluate(chain, prefix, state, drawn)
+            fixed = None if chain_trains else old_log_probs[:, -model.policy.steps:]
+            log_probs, value = model.evaluate(chain, prefix, state, drawn, transitions=fixed)
             v_loss = 0.5 * ((value - storage.returns[index]) ** 2).mean()
-            policy_terms = clipped_policy_loss(log_ratio(log_probs[:, scored], old_log_probs[:, scored], cfg.ratio),
-                                               normalized[index], cfg.clip)
+            policy_terms = clipped_policy_loss(log_ratio(log_probs, old_log_probs, cfg.ratio), normalized[index],
+                                               cfg.clip)
             pg_loss = policy_terms["pg_loss"]
             if spreads is not None:
                 spread_terms = clipped_policy_loss(model.spread_log_probs(drawn, prefix) - spreads[1], normalized[index],
@@ -156,23 +139,3 @@ def trained_policy_parameters(model: FlowRL) -> list[torch.nn.Parameter]:
     """The parameters PPO's policy term moves: the policy's trainable ones and the noise sizes when learned."""
     params = [p for p in model.policy.parameters() if p.requires_grad]
     return params + ([model.log_sigma] if model.log_sigma.requires_grad else [])
-
-
-def gradient_noise_scale(gradients: torch.Tensor) -> dict:
-    """Signal and noise of a gradient from N independent per-episode gradients (N, P): unbiased estimates of the
-    true gradient's squared norm |G|^2 and of the per-episode noise tr(Sigma), the simple noise scale
-    B = tr(Sigma) / |G|^2 (McCandlish et al., 2018; about the episodes one gradient needs before its signal
-    matches its noise; None when no signal is measurable, |G|^2 <= 0), and the cosine between the gradients
-    of the odd and the even episodes. (Episodes that share one batch's advantage normalisation are independent
-    only up to O(1/n).) Sums run in float64: with B >> n, |G|^2 is a small difference of large sums."""
-    gradients = gradients.double()
-    n = gradients.shape[0]
-    assert n >= 2, "the noise scale needs at least two episodes"
-    total = gradients.sum(0)
-    squares = float((gradients ** 2).sum())
-    signal = (float(total @ total) - squares) / (n * (n - 1))
-    mean = total / n
-    noise = (squares - n * float(mean @ mean)) / (n - 1)
-    halves = gradients[0::2].sum(0), gradients[1::2].sum(0)
-    return {"signal_sq": signal, "noise_trace": noise, "noise_scale_episodes": noise / signal if signal > 0 else None,
-            "halves_cosine": float(torch.nn.functional.cosine_similarity(*halves, dim=0))}

@@ -57,8 +57,7 @@ class RolloutDriver:
         size = len(workers)
         x0 = torch.randn(size, policy.chunk, policy.chain_dim, generator=self.generator)
         noise = torch.randn(size, policy.steps, policy.chunk, policy.chain_dim, generator=self.generator)
-        spread_draw = (torch.randn(size, policy.start_log_std.shape[0], generator=self.generator)
-                       if self.model.explores_spread else None)
+        spread_draw = torch.randn(size, 1, generator=self.generator) if self.model.explores_spread else None
         prepared = time.perf_counter()
         sample = self.model.sample(batch, x0, noise, spread_draw)
         chunks = self.model.actions(sample.chain).numpy()
@@ -74,7 +73,7 @@ class RolloutDriver:
         return {worker: chunks[i] for i, worker in enumerate(workers)}
 
     def step(self, episode: _Episode, result) -> bool:
-        from chess_sim.sim.env import episode_summary_row
+        from chess_sim.sim.judge import episode_row
 
         episode.decisions[-1].reward = float(result.reward)
         episode.total += result.reward
@@ -83,7 +82,7 @@ class RolloutDriver:
             return False
         bootstrap = self._final_value(episode) if result.truncated else 0.0
         self.storage.add_episode(episode.decisions, bootstrap)
-        row = episode_summary_row(result.info)
+        row = episode_row(result.info)
         row.update({"return": episode.total, "decisions": len(episode.decisions)})
         self.rows.append(row)
         if self.on_done is not None:

@@ -3,7 +3,7 @@
 Per decision: the chain (K+1, T, C), its per-element log-probs (K, T, A), the critic's value, the reward
 (sum over the chunk's steps), the state (A,) and the policy's prefix in its stored form (FlowRL's
 `prefix_dtype`, on the CPU), so the update re-evaluates log-probs without running the encoder; with spread
-exploration also the drawn log-spread (S,) and its log-density (S,).
+exploration also the drawn log-spread (1,) and its log-density (1,).
 """
 
 from __future__ import annotations

@@ -2,14 +2,15 @@
 
 Iteration 0 is the validation of the starting policy; iterations 1..N each collect `episodes` training
 episodes (scenes `(train_seed, i)`, i continuing across iterations) and update. Files in `out`:
-- `args.json`: the RL config, reward terms and environment profile of the run;
-- `log.jsonl`: one line per iteration (also printed), see `ITERATION_KEYS`; `curves.png` (success vs iteration
-  and vs wall time) and `report.html` (`chess_sim.report`), redrawn at each validation; the final validation
-  keeps `report_videos` episode videos for the report; with `tensorboard`, the same scalars in `tensorboard/`;
+- `args.json`: the profile, the RL config tree, reward terms and environment profile of the run;
+- `log.jsonl`: one line per iteration, see `ITERATION_KEYS` (printed whole with `verbose`; otherwise a progress bar
+  and one short line per validation); `curves.png` (success vs iteration and vs wall time) and `report.html`
+  (`chess_sim.report.page`), redrawn at each validation; the final validation keeps `report_videos` episode videos
+  for the report; with `tensorboard`, the same scalars in `tensorboard/`;
 - `check.json`, `check.md`: the self-check, run on the first rollout before the first update;
 - `iter_XXXX/` every `save_every` iterations, `last/` every iteration, `best/` (best validation success, a later
   iteration wins ties): each a policy directory (`chess-sim eval --policy` loads it) plus `rl_state.pt`
-  (critic, noise, optimizer, RNG, next training scene), written atomically;
+  (critic, noise, optimizer, RNG, next training scene), written atomically (`chess_sim.runs`);
 - `val/iter_XXXX/`: each validation as an evaluation directory (`summary.json`, `episodes.csv`).
 `resume` continues from `last/`: the log keeps exactly the iterations `last` had finished.
 """
@@ -23,51 +24,48 @@ from pathlib import Path
 
 import torch
 
-from chess_sim import atomic, jsonl, plots, report
+from chess_sim import jsonl, runs
 from chess_sim.config import EnvConfig, EvalConfig, RewardConfig, RLConfig
+from chess_sim.report.summary import summarize
 from chess_sim.rl.check import self_check, write_report
 from chess_sim.rl.flow_rl import FlowRL, cast_prefix
 from chess_sim.rl.ppo import ppo_update
 from chess_sim.rl.storage import Storage, stack_prefixes
-from chess_sim.summary import summarize
 
 SUMMARY_KEYS = ("episodes", "success", "return", "clean_lift", "disturbed", "toppled", "success_pawn",
                 "success_pawn_ci", "success_knight", "success_knight_ci", "close_mm_median", "ends")
 """The summary keys logged with `train_` / `val_` prefixes (DESIGN.md)."""
-ITERATION_KEYS = ("iteration", "decisions", "rollout_s", "rollout_parts", "update_s", "sigma_mean", "kl", "approx_kl",
+ITERATION_KEYS = ("iteration", "decisions", "rollout_s", "rollout_parts", "update_s", "sigma_mean", "approx_kl",
                   "clipfrac", "pg_loss", "v_loss", "grad_norm", "explained_variance", "epochs_done", "kl_stop",
                   "restarts", "elapsed_s")
+STATE_FILE = "rl_state.pt"
 
 
-class RLError(Exception):
+class RLError(runs.RunError):
     """Bad input or a failed self-check (one-line message for the CLI)."""
 
 
 def build(policy_dir: Path, cfg: RLConfig) -> tuple[FlowRL, torch.optim.Optimizer]:
-    """FlowRL around the policy in `policy_dir` and its optimizer (policy / critic / noise groups)."""
+    """FlowRL around the policy in `policy_dir` and its optimizer (policy / start / critic / noise groups)."""
     from chess_sim.policy.loading import load_policy
 
     try:
         policy = load_policy(policy_dir)
     except ValueError as error:
         raise RLError(str(error)) from None
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(cfg.run.seed)
     prefix_dtype = torch.float32 if policy.chain_dim == policy.action_dim else torch.bfloat16
-    try:
-        model = FlowRL(policy, cfg.sigma_start, cfg.sigma_end, cfg.learn_sigma, prefix_dtype=prefix_dtype,
-                       steer=cfg.steer, spread=cfg.spread, spread_noise=cfg.spread_noise).eval()
-    except ValueError as error:
-        raise RLError(str(error)) from None
+    model = FlowRL(policy, cfg.noise, cfg.start, prefix_dtype=prefix_dtype).eval()
     lrs = cfg.policy_lrs()
     groups = [{"params": params, "lr": lrs[name]} for name, params in model.policy_parameter_sets().items()]
-    groups.append({"params": list(model.critic.parameters()), "lr": cfg.critic_lr})
-    if cfg.learn_sigma:
-        groups.append({"params": [model.log_sigma], "lr": cfg.sigma_lr})
+    groups.append({"params": list(model.critic.parameters()), "lr": cfg.ppo.critic_lr})
+    if cfg.noise.learn_sigma:
+        groups.append({"params": [model.log_sigma], "lr": cfg.noise.sigma_lr})
     return model, torch.optim.AdamW(groups, weight_decay=0.0)
 
 
 def collect(model: FlowRL, vec, cfg: RLConfig, first_index: int, generator: torch.Generator, bar=None):
-    """One iteration's rollout: (storage, episode rows, time parts)."""
+    """One iteration's rollout of `cfg.run.episodes` training episodes: (storage, episode rows, time parts)."""
     from chess_sim.rl.rollout import RolloutDriver
     from chess_sim.scheduler import drive
 
@@ -75,15 +73,15 @@ def collect(model: FlowRL, vec, cfg: RLConfig, first_index: int, generator: torc
     clock: dict = {}
     on_done = (lambda row: bar.advance()) if bar is not None else None
     driver = RolloutDriver(model, generator, storage, on_done)
-    drive(vec, cfg.train_seed, list(range(first_index, first_index + cfg.episodes)), driver, clock=clock)
-    storage.finish(cfg.gamma, cfg.lam)
+    drive(vec, cfg.run.train_seed, list(range(first_index, first_index + cfg.run.episodes)), driver, clock=clock)
+    storage.finish(cfg.ppo.gamma, cfg.ppo.lam)
     parts = {"prep": driver.parts["prep"], "sample": driver.parts["sample"], "env": clock["env"],
              "reset": clock["reset"], "rounds": clock["rounds"]}
     return storage, driver.rows, parts
 
 
 def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: RewardConfig | None = None,
-        resume: bool = False, backend: str = "local") -> dict:
+        resume: bool = False, backend: str = "local", profile_name: str | None = None, verbose: bool = False) -> dict:
     """A whole run (or the rest of one), the simulators on `backend` (`config.BACKENDS`, the learner in
     this process); returns the final log line plus `best_val_success`."""
     from chess_sim.progress import Progress
@@ -91,76 +89,72 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
 
     reward = reward or RewardConfig()
     out = Path(out)
-    torch.set_num_threads(cfg.torch_threads)
-    args = {"policy": str(policy_dir), "rl": asdict(cfg), "reward": asdict(reward), "env": asdict(env_cfg)}
+    torch.set_num_threads(cfg.run.torch_threads)
+    args = {"policy": str(policy_dir), "profile": profile_name, "rl": asdict(cfg), "reward": asdict(reward),
+            "env": asdict(env_cfg)}
+    runs.open_run(out, resume, STATE_FILE)
     if resume:
-        atomic.recover_dir(out / "last")
-        if not (out / "last" / "rl_state.pt").is_file():
-            raise RLError(f"{out} has no run to resume (no last/rl_state.pt)")
-        _check_same_run(out, args)
+        runs.check_same_args(out / "args.json", args, _budget_blanked)
         policy_dir = out / "last"
-    elif out.exists() and any(out.iterdir()):
-        raise RLError(f"{out} exists and is not empty; choose a new --out or add --resume")
     model, optimizer = build(policy_dir, cfg)
-    generator = torch.Generator().manual_seed(cfg.seed)
+    generator = torch.Generator().manual_seed(cfg.run.seed)
     state = {"iteration": 0, "next_index": 0, "best": -1.0, "elapsed_s": 0.0}
     if resume:
         state = _restore(out / "last", model, optimizer, generator)
-        _trim_log(out / "log.jsonl", state["iteration"])
+        runs.trim_log(out / "log.jsonl", "iteration", state["iteration"])
     else:
         out.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(out / "args.json", json.dumps(args, indent=2) + "\n")
+        runs.write_args(out / "args.json", args)
         _checkpoint(out, "last", model, optimizer, generator, state)  # resumable from the first second
     train_env = replace(env_cfg, early_stop=True)
-    scalars = _tensorboard(out) if cfg.tensorboard else None
+    scalars = _tensorboard(out) if cfg.run.tensorboard else None
     started = time.perf_counter() - state["elapsed_s"]
     line: dict = {}
-    if not (out / "log.jsonl").is_file() or not (out / "log.jsonl").read_text().strip():
+    if not jsonl.read(out / "log.jsonl"):
         line = {"iteration": 0, **_validate(model, out, 0, cfg, env_cfg, 0, backend),
                 "elapsed_s": time.perf_counter() - started}
         state["best"] = line["val_success"]
-        _log(out, line, scalars)
+        _log(out, line, scalars, verbose)
         _checkpoint(out, "best", model, optimizer, generator, state)
+    chain_trains = cfg.ppo.lr > 0 or cfg.noise.learn_sigma
     # Ctrl-C or a kill loses at most the iteration in progress: `last` is written after every iteration, after
     # its log line, so a resume repeats exactly that iteration (same scenes, noise and minibatch order).
-    with make_vec_env(cfg.envs, train_env, reward=reward, backend=backend) as vec:
-        while state["iteration"] < cfg.iterations:
+    with make_vec_env(cfg.run.envs, train_env, reward=reward, backend=backend) as vec:
+        while state["iteration"] < cfg.run.iterations:
             iteration = state["iteration"] + 1
-            bar = Progress(cfg.episodes, f"iteration {iteration} rollout")
+            bar = Progress(cfg.run.episodes, f"iteration {iteration} rollout")
             began = time.perf_counter()
             storage, rows, parts = collect(model, vec, cfg, state["next_index"], generator, bar)
             rollout_s = time.perf_counter() - began
             bar.close()
             if iteration == 1:
-                result = self_check(model, storage, cfg.policy_lrs(), cfg.clip)
+                result = self_check(model, storage, cfg.policy_lrs(), cfg.ppo.clip)
                 write_report(result, out)
                 if not result["passed"]:
                     raise RLError(f"self-check failed (see {out / 'check.md'}): {json.dumps(result)}")
             began = time.perf_counter()
-            try:
-                stats = ppo_update(model, storage, optimizer, cfg, generator,
-                                   critic_only=iteration <= cfg.critic_warmup)
-            except ValueError as error:  # learned noise sizes fell below pg_sigma_min at every step
-                raise RLError(str(error)) from None
-            state.update(iteration=iteration, next_index=state["next_index"] + cfg.episodes)
+            stats = ppo_update(model, storage, optimizer, cfg.ppo, generator,
+                               critic_only=iteration <= cfg.ppo.critic_warmup, chain_trains=chain_trains)
+            state.update(iteration=iteration, next_index=state["next_index"] + cfg.run.episodes)
             line = {"iteration": iteration, "decisions": len(storage), "rollout_s": rollout_s,
                     "rollout_parts": parts, "update_s": time.perf_counter() - began,
-                    "sigma_mean": float(model.sigmas().detach().mean()), **_start_spread(model, storage), **stats,
-                    "kl": stats["approx_kl"],
+                    "sigma_mean": float(model.sigmas().detach()[:, :model.policy.action_dim].mean()),
+                    **_start_spread(model, storage), **stats,
                     **_prefixed("train", summarize(rows)), "restarts": vec.restarts}
-            out_of_time = cfg.minutes > 0 and time.perf_counter() - started >= 60 * cfg.minutes
+            out_of_time = cfg.run.minutes > 0 and time.perf_counter() - started >= 60 * cfg.run.minutes
             improved = False
-            final = iteration == cfg.iterations or out_of_time
-            if iteration % cfg.val_every == 0 or final:
-                line.update(_validate(model, out, iteration, cfg, env_cfg, cfg.report_videos if final else 0, backend))
+            final = iteration == cfg.run.iterations or out_of_time
+            if iteration % cfg.run.val_every == 0 or final:
+                videos = cfg.run.report_videos if final else 0
+                line.update(_validate(model, out, iteration, cfg, env_cfg, videos, backend))
                 improved = line["val_success"] >= state["best"]
                 state["best"] = max(state["best"], line["val_success"])
             line["elapsed_s"] = state["elapsed_s"] = time.perf_counter() - started
-            _log(out, line, scalars)
+            _log(out, line, scalars, verbose)
             _checkpoint(out, "last", model, optimizer, generator, state)
             if improved:
                 _checkpoint(out, "best", model, optimizer, generator, state)
-            if iteration % cfg.save_every == 0:
+            if iteration % cfg.run.save_every == 0:
                 _checkpoint(out, f"iter_{iteration:04d}", model, optimizer, generator, state)
             if out_of_time:
                 break
@@ -169,35 +163,21 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
     return {**line, "best_val_success": state["best"], "out": str(out)}
 
 
+def _budget_blanked(args: dict) -> dict:
+    """Run arguments with the budget (iterations, minutes), which a resume may change, blanked."""
+    return {**args, "rl": {**args["rl"], "run": {**args["rl"]["run"], "iterations": 0, "minutes": 0}}}
+
+
 def _start_spread(model: FlowRL, storage: Storage) -> dict:
-    """`start_std`: a steered start's learned spread per joint (1 where training began); with a `scene` spread
-    also `start_std_scene`, the 10th, 50th and 90th percentiles of the spread the policy now gives the iteration's
-    observations; nothing without steering."""
-    if not model.steer:
+    """With a learned start: `start_std`, its shared spread (1 where training began), and `start_std_scene`, the
+    10th, 50th and 90th percentiles of the spread it now gives the iteration's observations; nothing without."""
+    if model.start is None:
         return {}
-    out = {"start_std": [round(float(v), 4) for v in model.policy.start_std().detach()]}
-    if model.policy.spread_head is not None:
-        with torch.no_grad():
-            prefix = cast_prefix(stack_prefixes([d.prefix for d in storage.decisions]), torch.float32)
-            spreads = model.policy.start_std_of(model.policy.start_log_spread(prefix))[:, 0]
-        out["start_std_scene"] = [round(float(q), 4) for q in spreads.quantile(torch.tensor([0.1, 0.5, 0.9]))]
-    return out
-
-
-def _check_same_run(out: Path, args: dict) -> None:
-    """A resume must continue the same run: same settings (only the iteration count and time budget may grow),
-    rewards and environment."""
-    try:
-        saved = json.loads((out / "args.json").read_text())
-        same = ({**saved["rl"], "iterations": 0, "minutes": 0} == {**json.loads(json.dumps(args["rl"])),
-                                                                   "iterations": 0, "minutes": 0}
-                and saved["reward"] == json.loads(json.dumps(args["reward"]))
-                and saved["env"] == json.loads(json.dumps(args["env"])))
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise RLError(f"{out}/args.json is missing or damaged ({error}); cannot resume") from None
-    if not same:
-        raise RLError(f"{out} holds a run with other settings; resume it with the same arguments "
-                      f"(only --iterations and --minutes may change)")
+    with torch.no_grad():
+        prefix = cast_prefix(stack_prefixes([d.prefix for d in storage.decisions]), torch.float32)
+        spreads = model.start.std_of(model.policy.start_log_spread(prefix))[:, 0]
+    return {"start_std": round(float(model.start.std().detach()), 4),
+            "start_std_scene": [round(float(q), 4) for q in spreads.quantile(torch.tensor([0.1, 0.5, 0.9]))]}
 
 
 def _prefixed(prefix: str, summary: dict) -> dict:
@@ -209,7 +189,7 @@ def _validate(model: FlowRL, out: Path, iteration: int, cfg: RLConfig, env_cfg: 
     from chess_sim.eval import EvalError, validate
 
     began = time.perf_counter()
-    eval_cfg = EvalConfig(episodes=cfg.val_episodes, seed=cfg.val_seed, envs=cfg.envs, videos=videos)
+    eval_cfg = EvalConfig(episodes=cfg.run.val_episodes, seed=cfg.run.val_seed, envs=cfg.run.envs, videos=videos)
     try:
         summary = validate(model.policy, out / "val" / f"iter_{iteration:04d}", eval_cfg, env_cfg,
                            f"{out.name} iteration {iteration}", backend)
@@ -220,44 +200,55 @@ def _validate(model: FlowRL, out: Path, iteration: int, cfg: RLConfig, env_cfg: 
 
 
 def _checkpoint(out: Path, name: str, model: FlowRL, optimizer, generator: torch.Generator, state: dict) -> None:
-    def write(directory: Path) -> None:
-        model.policy.save(directory)
-        torch.save({"critic": model.critic.state_dict(), "log_sigma": model.log_sigma.detach().clone(),
-                    "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
-                    "torch_rng": torch.get_rng_state(), **state}, directory / "rl_state.pt")
-
-    atomic.write_dir(out / name, write)
+    runs.save_checkpoint(out / name, model.policy, {
+        "critic": model.critic.state_dict(), "log_sigma": model.log_sigma.detach().clone(),
+        "optimizer": optimizer.state_dict(), "generator": generator.get_state(), "torch_rng": torch.get_rng_state(),
+        **state}, STATE_FILE)
 
 
 def _restore(directory: Path, model: FlowRL, optimizer, generator: torch.Generator) -> dict:
+    saved = runs.load_state(directory / STATE_FILE)
     try:
-        saved = torch.load(directory / "rl_state.pt", weights_only=False)
-    except Exception as error:  # noqa: BLE001 - an unreadable checkpoint is a bad input, not a crash
-        raise RLError(f"{directory}/rl_state.pt cannot be read ({str(error).splitlines()[0]})") from None
-    model.critic.load_state_dict(saved["critic"])
-    with torch.no_grad():
-        model.log_sigma.copy_(saved["log_sigma"])
-    optimizer.load_state_dict(saved["optimizer"])
+        model.critic.load_state_dict(saved["critic"])
+        with torch.no_grad():
+            model.log_sigma.copy_(saved["log_sigma"])
+        optimizer.load_state_dict(saved["optimizer"])
+    except (KeyError, RuntimeError, ValueError) as error:
+        raise RLError(f"{directory}/{STATE_FILE} does not fit this run ({str(error).splitlines()[0]})") from None
     generator.set_state(saved["generator"])
     torch.set_rng_state(saved["torch_rng"])
     return {key: saved[key] for key in ("iteration", "next_index", "best", "elapsed_s")}
 
 
-def _trim_log(path: Path, iteration: int) -> None:
-    """Keep the log lines of the iterations `last` holds, so none appears twice after a resume."""
-    jsonl.keep(path, lambda line: isinstance(line.get("iteration"), int) and line["iteration"] <= iteration)
-
-
-def _log(out: Path, line: dict, scalars=None) -> None:
-    print(json.dumps(line), flush=True)
+def _log(out: Path, line: dict, scalars=None, verbose: bool = False) -> None:
     jsonl.append(out / "log.jsonl", line)
+    if verbose:
+        print(json.dumps(line), flush=True)
     if "val_success" in line:  # redrawn at each validation, so a run can be watched
-        plots.write_png(out / "curves.png", plots.rl_figure(jsonl.read(out / "log.jsonl")))
-        report.refresh(out)
+        from chess_sim.report import plots
+
+        if not verbose:
+            print(_validation_line(line), flush=True)
+        runs.redraw(out, plots.rl_figure(jsonl.read(out / "log.jsonl")))
     if scalars is not None:
         for name, value in _flat(line).items():
             scalars.add_scalar(name, value, line["iteration"])
         scalars.flush()
+
+
+def _validation_line(line: dict) -> str:
+    """One short line per validation for the terminal (the full line is in `log.jsonl`)."""
+    parts = [f"iteration {line['iteration']}", f"{line['elapsed_s'] / 60:.1f} min",
+             f"validation {100 * line['val_success']:.1f}%"]
+    if line.get("val_success_ci") is not None:
+        parts[-1] += " [{:.0f}, {:.0f}]".format(*(100 * bound for bound in line["val_success_ci"]))
+    if line.get("train_success") is not None:
+        parts.append(f"training rollouts {100 * line['train_success']:.1f}%")
+    if "start_std" in line:
+        parts.append(f"start spread {line['start_std']:.3f}")
+    if "approx_kl" in line:
+        parts.append(f"kl {line['approx_kl']:.2g}")
+    return "  ".join(parts)
 
 
 def _tensorboard(out: Path):

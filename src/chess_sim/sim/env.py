@@ -10,7 +10,7 @@ import mujoco
 import numpy as np
 
 from chess_sim.config import TRAIN_SEED, EnvConfig, RewardConfig, profile
-from chess_sim.sim.expert import Expert
+from chess_sim.sim.expert import rest_pose
 from chess_sim.sim.judge import Judge
 from chess_sim.sim.scene import Scene, build_scene, place_task
 from chess_sim.sim.sim_state import ContactReader, Units, snapshot
@@ -51,9 +51,9 @@ class ChessEnv(gym.Env):
     `clean_lift, close_lateral_mm, place_error_mm, max_tilt_deg`.
 
     ## Reset
-    `reset(seed=S, options={"index": I, "check_expert": bool})`. A new `seed` without an index starts at
-    index 0; no seed continues with the next index. `info` holds the task, `torch_seed` and, with
-    `check_expert`, `expert_solvable` (the expert run on a copy of the state).
+    `reset(seed=S, options={"index": I})`. A new `seed` without an index starts at index 0; no seed continues with
+    the next index. `info` holds the task and `torch_seed`. The scripted expert drives an env from beside it
+    (`sim.expert.ExpertDriver`).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
@@ -68,7 +68,8 @@ class ChessEnv(gym.Env):
         self.data = mujoco.MjData(self.model)
         self.units = Units(self.scene)
         self.contacts = ContactReader(self.scene)
-        self.expert = Expert(self.scene, dt=1.0 / self.cfg.physics.control_hz)
+        self.rest_rad = rest_pose(self.scene)
+        """(6,) the arm's rest pose in radians, where every episode starts."""
         self.substeps = self.cfg.physics.substeps
         self.max_steps = self.cfg.max_steps
         self.action_space = gym.spaces.Box(self.units.lower.astype(np.float32), self.units.upper.astype(np.float32),
@@ -98,7 +99,7 @@ class ChessEnv(gym.Env):
         else:
             self._index = 0 if seed is not None else self._index + 1
         self.task = sample_task(self._scene_seed, self._index, self.cfg.scene)
-        self.assignment = place_task(self.scene, self.data, self.task, self.expert.home_rad)
+        self.assignment = place_task(self.scene, self.data, self.task, self.rest_rad)
         self.target_slot = self.assignment[self.task.target]
         self.start_positions = self.data.xpos[self.contacts.bodies].copy()
         self.goal_xy = np.asarray(self.task.goal_xy, dtype=np.float64)
@@ -107,10 +108,7 @@ class ChessEnv(gym.Env):
         self.steps = 0
         self._rewarded: set[str] = set()
         self._info = self._task_info()
-        info = dict(self._info)
-        if options.get("check_expert"):
-            info["expert_solvable"] = self.expert_solves()
-        return self._observation(), info
+        return self._observation(), dict(self._info)
 
     def step(self, action):
         reward, terminated, truncated, info = self.advance(action)
@@ -128,9 +126,10 @@ class ChessEnv(gym.Env):
         self._check_finite(actions)
         return self._run_chunk(iter(self._to_ctrl(actions)), film)  # validated and converted once
 
-    def expert_chunk(self, steps: int, film: bool = False):
-        """The scripted expert drives up to `steps` control steps; returns what `step_chunk` returns."""
-        return self._run_chunk((self._to_ctrl(self.expert_action()) for _ in range(steps)), film)
+    def step_each(self, next_action, steps: int, film: bool = False):
+        """Up to `steps` control steps, each action (6,) asked of `next_action()` after the previous step (a
+        closed-loop controller such as the scripted expert); returns what `step_chunk` returns."""
+        return self._run_chunk((self._to_ctrl(self._validate(next_action())) for _ in range(steps)), film)
 
     def _run_chunk(self, controls, film: bool):
         total, executed, frames = 0.0, 0, []
@@ -182,27 +181,16 @@ class ChessEnv(gym.Env):
             self._renderer.close()
             self._renderer = None
 
-    # ------------------------------------------------------------------ expert
-    def expert_action(self) -> np.ndarray:
-        """The scripted expert's next joint target from the current state (it takes over from anywhere)."""
-        if getattr(self.expert, "task", None) is not self.task:
-            self.expert.reset(self.task, self.target_slot)
-        return self.expert.act(self.data)
+    def rest_action(self) -> np.ndarray:
+        """(6,) float32 joint targets that hold the rest pose, in LeRobot units."""
+        return self.units.to_units(self.rest_rad).astype(np.float32)
 
-    def expert_solves(self) -> bool:
-        """Run the expert to the end on a copy of the current state; the episode is left untouched."""
-        saved = (copy.copy(self.data), self.judge, self.steps, set(self._rewarded))
-        try:
-            self.judge = copy.deepcopy(self.judge)
-            self.expert.reset(self.task, self.target_slot)
-            while True:
-                action = self.expert.act(self.data)
-                _, terminated, truncated, info = self.advance(action)
-                if terminated or truncated:
-                    return info["end"] == "success"
-        finally:
-            self.data, self.judge, self.steps, self._rewarded = saved
-            self.expert.reset(self.task, self.target_slot)
+    def save_state(self):
+        """Everything a step changes, to try something from here and come back (`restore_state`)."""
+        return copy.copy(self.data), copy.deepcopy(self.judge), self.steps, set(self._rewarded)
+
+    def restore_state(self, saved) -> None:
+        self.data, self.judge, self.steps, self._rewarded = saved
 
     # ------------------------------------------------------------------ internals
     def _validate(self, action) -> np.ndarray:
@@ -270,11 +258,3 @@ class ChessEnv(gym.Env):
         image = self._renderer.render()  # a new array on every call
         self.render_seconds += time.perf_counter() - started
         return image
-
-
-def episode_summary_row(info: dict) -> dict:
-    """One flat row of an episode's outcome (for tables, CSV and JSON)."""
-    row = {key: info[key] for key in ("seed", "index", "piece", "color", "from", "to", "instruction")}
-    row["end"] = info["end"]
-    row.update(info["measurements"])
-    return row

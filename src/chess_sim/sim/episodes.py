@@ -1,56 +1,83 @@
-"""Scripted-expert episodes, one by one or spread over worker processes (one simulator each)."""
+"""Scripted-expert episodes, one by one or spread over worker processes (one simulator each): the one loop that
+`chess-sim expert` and the demonstration recorder (`data/record.py`) share."""
 
 from __future__ import annotations
 
 import itertools
 import multiprocessing as mp
 import os
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 from chess_sim.config import EnvConfig
 from chess_sim.progress import Progress
-from chess_sim.sim.env import ChessEnv, episode_summary_row
+from chess_sim.sim.env import ChessEnv
+from chess_sim.sim.expert import ExpertDriver
+from chess_sim.sim.judge import episode_row
 
-_WORKER_ENV: ChessEnv | None = None
+_WORKER: tuple[ChessEnv, ExpertDriver] | None = None
 
 
-def run_expert_episode(env: ChessEnv, seed: int, index: int, video: Path | None = None) -> dict:
-    """One episode driven by the expert; returns its summary row (`return` included)."""
-    _, info = env.reset(seed=seed, options={"index": index})
-    recorder = None
-    if video is not None:
-        from chess_sim.video import EpisodeVideo
-
-        recorder = EpisodeVideo(video, info["instruction"], fps=env.cfg.physics.control_hz)
-        recorder.add(env.camera_images(), 0)
-    total = 0.0
+def expert_episode(env: ChessEnv, expert: ExpertDriver, seed: int, index: int, observe: Callable[[], None] | None = None,
+                   execute: Callable[[np.ndarray], np.ndarray] | None = None) -> tuple[dict, float]:
+    """Scene `(seed, index)` driven by the expert to its end: (summary row with `return` and `seconds`, seconds
+    spent stepping the physics). Before each step `observe()` sees the env as the step's observation (a recorder
+    reads cameras and state there), and `execute(command)` turns the expert's command into the action executed
+    (default: the command itself)."""
+    env.reset(seed=seed, options={"index": index})
+    total, physics_s = 0.0, 0.0
     while True:
-        reward, terminated, truncated, info = env.advance(env.expert_action())
+        if observe is not None:
+            observe()
+        command = expert.action()
+        action = command if execute is None else execute(command)
+        started = time.perf_counter()
+        reward, terminated, truncated, info = env.advance(action)
+        physics_s += time.perf_counter() - started
         total += reward
-        if recorder is not None:
-            recorder.add(env.camera_images(), info["steps"])
         if terminated or truncated:
             break
-    if recorder is not None:
-        recorder.close(info["end"])
-    row = episode_summary_row(info)
+    row = episode_row(info)
     row["return"] = total
     row["seconds"] = info["steps"] / env.cfg.physics.control_hz
+    return row, physics_s
+
+
+def filmed_expert_episode(env: ChessEnv, expert: ExpertDriver, seed: int, index: int, video: Path | None = None) -> dict:
+    """`expert_episode`'s row; the episode filmed (both cameras, every step) into `video` when given."""
+    if video is None:
+        return expert_episode(env, expert, seed, index)[0]
+    from chess_sim.video import EpisodeVideo
+
+    recorder = None
+
+    def film() -> None:
+        nonlocal recorder
+        if recorder is None:
+            recorder = EpisodeVideo(video, env.task.instruction, fps=env.cfg.physics.control_hz)
+        recorder.add(env.camera_images(), env.steps)
+
+    row, _ = expert_episode(env, expert, seed, index, observe=film)
+    film()  # the final state
+    recorder.close(row["end"])
     return row
 
 
 def init_worker(cfg: EnvConfig) -> None:
-    global _WORKER_ENV
+    global _WORKER
     os.environ.setdefault("MUJOCO_GL", "egl")
-    _WORKER_ENV = ChessEnv(cfg)
+    env = ChessEnv(cfg)
+    _WORKER = env, ExpertDriver(env)
 
 
 def worker_episode(job: tuple[int, int, str | None]) -> dict:
     seed, index, video = job
-    return run_expert_episode(_WORKER_ENV, seed, index, Path(video) if video else None)
+    return filmed_expert_episode(*_WORKER, seed, index, Path(video) if video else None)
 
 
 def run_expert_episodes(cfg: EnvConfig, seed: int, episodes: int, workers: int = 1,

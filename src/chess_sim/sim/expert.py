@@ -1,7 +1,8 @@
 """The scripted expert: closed-loop pick-and-place by inverse kinematics.
 
-`Expert.act(data)` returns the next joint target (LeRobot units, (6,)). It plans from what it measures, so it
-can take over from any state of an episode: if the target piece is held between both pads it places it; if
+`Expert.act(data)` returns the next joint target (LeRobot units, (6,)); `ExpertDriver` drives a `ChessEnv` with
+it (the env itself knows nothing of the expert). It plans from what it measures, so it can take over from any
+state of an episode: if the target piece is held between both pads it places it; if
 it stands on its goal square it retreats; otherwise it picks it up. A plan is a list of joint targets at the
 control rate, made of straight Cartesian segments solved by `ik.ArmIK`; after each phase the next is planned
 from the new state.
@@ -56,6 +57,15 @@ SEGMENT_STEP = 0.01
 """IK points every 1 cm along straight segments."""
 
 
+def rest_pose(scene: Scene, ik: ArmIK | None = None) -> np.ndarray:
+    """(6,) joint positions in radians of the rest pose (`HOME_TCP`, gripper open), where episodes start and the
+    expert returns."""
+    ik = ik or ArmIK(scene.model, scene.arm_qpos, scene.arm_dof, scene.tcp_site)
+    pose = grasp_pose(HOME_TCP, np.array([0.0, 1.0, 0.0]), np.deg2rad(HOME_TILT_DEG))
+    solution = ik.solve(pose, np.zeros(5), np.random.default_rng(0))
+    return np.append(solution.q, GRIPPER_OPEN_RAD)
+
+
 class Unreachable(Exception):
     """No IK solution for a waypoint of the plan being built."""
 
@@ -77,18 +87,10 @@ class Expert:
         self.ik = ArmIK(scene.model, scene.arm_qpos, scene.arm_dof, scene.tcp_site)
         self.contacts = ContactReader(scene)
         self.rng = np.random.default_rng(0)
-        self.home_rad = self._solve_home()
+        self.home_rad = rest_pose(scene, self.ik)
         self.plan: list[np.ndarray] = []
         self.phase = "idle"
         self.last_target = self.home_rad
-
-    def _solve_home(self) -> np.ndarray:
-        pose = grasp_pose(HOME_TCP, np.array([0.0, 1.0, 0.0]), np.deg2rad(HOME_TILT_DEG))
-        solution = self.ik.solve(pose, np.zeros(5), np.random.default_rng(0))
-        return np.append(solution.q, GRIPPER_OPEN_RAD)
-
-    def home_units(self) -> np.ndarray:
-        return self.units.to_units(self.home_rad)
 
     def reset(self, task: Task, target_slot: int) -> None:
         self.task = task
@@ -328,3 +330,35 @@ def _smooth(q_from: np.ndarray, q_to: np.ndarray, steps: int, ease: tuple[bool, 
     elif ease[1]:
         s = np.sin(0.5 * np.pi * s)
     return [q_from + (q_to - q_from) * si for si in s]
+
+
+class ExpertDriver:
+    """The scripted expert driving a `ChessEnv`, from whatever state its episode is in."""
+
+    def __init__(self, env):
+        self.env = env
+        self.expert = Expert(env.scene, dt=1.0 / env.cfg.physics.control_hz)
+
+    def action(self) -> np.ndarray:
+        """The expert's next joint target (6,) from the env's current state (it takes over from anywhere)."""
+        if getattr(self.expert, "task", None) is not self.env.task:
+            self.expert.reset(self.env.task, self.env.target_slot)
+        return self.expert.act(self.env.data)
+
+    def chunk(self, steps: int, film: bool = False):
+        """The expert drives up to `steps` control steps, deciding each after the last; returns what
+        `ChessEnv.step_chunk` returns."""
+        return self.env.step_each(self.action, steps, film)
+
+    def solves(self) -> bool:
+        """Run the expert to the end on a copy of the env's current state; the episode is left untouched."""
+        saved = self.env.save_state()
+        try:
+            self.expert.reset(self.env.task, self.env.target_slot)
+            while True:
+                _, terminated, truncated, info = self.env.advance(self.expert.act(self.env.data))
+                if terminated or truncated:
+                    return info["end"] == "success"
+        finally:
+            self.env.restore_state(saved)
+            self.expert.reset(self.env.task, self.env.target_slot)

@@ -167,3 +167,11 @@ def _on_board(x: float, y: float, board: BoardConfig) -> bool:
 def _finite(snap: Snapshot) -> bool:
     """No NaN or inf anywhere (either propagates into the sum)."""
     return math.isfinite(float(snap.positions.sum() + snap.up.sum()) + snap.max_speed)
+
+
+def episode_row(info: dict) -> dict:
+    """One flat row of a finished episode's task and outcome, from its last step's `info` (for tables, CSV, JSON)."""
+    row = {key: info[key] for key in ("seed", "index", "piece", "color", "from", "to", "instruction")}
+    row["end"] = info["end"]
+    row.update(info["measurements"])
+    return row

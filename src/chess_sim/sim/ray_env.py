@@ -58,13 +58,13 @@ class _Simulator:
     """The actor: one ChessEnv answering VecChessEnv's commands."""
 
     def __init__(self, cfg: EnvConfig, reward: RewardConfig | None):
-        self.env = vec_env.make_env(cfg, reward)
+        self.simulator = vec_env.Simulator(cfg, reward)
 
     def pid(self) -> int:
         return os.getpid()
 
     def answer(self, command: str, payload):
-        return vec_env.answer(self.env, command, payload)
+        return vec_env.answer(self.simulator, command, payload)
 
 
 class RayVecChessEnv(vec_env.VecChessEnv):

@@ -27,7 +27,9 @@ PIECE_KINDS: dict[int, str] = {
 }
 """python-chess piece type -> the kind name used by the scene and in instructions."""
 
-_COLORS = ("white", "black")
+COLORS = ("white", "black")
+PIECES = tuple(PIECE_KINDS.values())
+"""Piece kinds in a fixed order (policies index their embeddings by it)."""
 _MAX_RESTARTS = 1000
 """Bound on deterministic retries; a random game ending within a few dozen plies is rare, so this is never hit
 in practice and exists only to turn a pathological config into an error instead of a hang."""
@@ -118,7 +120,7 @@ class Task:
 
 def instruction_text(color: str, piece: str, from_square: str, to_square: str) -> str:
     """The language instruction, e.g. "Move the white knight from g1 to f3."."""
-    if color not in _COLORS or piece not in PIECE_KINDS.values():
+    if color not in COLORS or piece not in PIECES:
         raise ValueError(f"bad colour or piece: {color!r} {piece!r}")
     for sq in (from_square, to_square):
         if sq not in chess.SQUARE_NAMES:
@@ -126,15 +128,15 @@ def instruction_text(color: str, piece: str, from_square: str, to_square: str) -
     return f"Move the {color} {piece} from {from_square} to {to_square}."
 
 
-_INSTRUCTION = re.compile(
-    r"Move the (white|black) (pawn|knight|bishop|rook|queen|king) from ([a-h][1-8]) to ([a-h][1-8])\.")
+INSTRUCTION_GRAMMAR = "Move the <colour> <piece> from <square> to <square>."
+_INSTRUCTION = re.compile(rf"Move the ({'|'.join(COLORS)}) ({'|'.join(PIECES)}) from ([a-h][1-8]) to ([a-h][1-8])\.")
 
 
 def parse_instruction(text: str) -> tuple[str, str, str, str]:
     """(color, piece, from_square, to_square) of an `instruction_text` string; ValueError otherwise."""
     m = _INSTRUCTION.fullmatch(text) if isinstance(text, str) else None
     if m is None:
-        raise ValueError(f"not an instruction: {text!r}")
+        raise ValueError(f"instruction does not follow {INSTRUCTION_GRAMMAR!r}: {text!r}")
     return m.group(1), m.group(2), m.group(3), m.group(4)
 
 

@@ -38,42 +38,54 @@ class WorkerError:
 
 
 def _serve(connection, cfg: EnvConfig, reward: RewardConfig | None) -> None:
-    env = make_env(cfg, reward)
+    simulator = Simulator(cfg, reward)
     try:
         while True:
             command, payload = connection.recv()
             if command == "close":
                 break
-            connection.send(answer(env, command, payload))
+            connection.send(answer(simulator, command, payload))
     except (EOFError, KeyboardInterrupt):
         pass
     finally:
-        env.close()
+        simulator.close()
 
 
-def make_env(cfg: EnvConfig, reward: RewardConfig | None):
-    """The simulator a worker serves (rendering through EGL unless the caller chose another backend)."""
-    os.environ.setdefault("MUJOCO_GL", "egl")
-    from chess_sim.sim.env import ChessEnv
+class Simulator:
+    """What a worker serves: a ChessEnv (rendering through EGL unless the caller chose another backend) and the
+    scripted expert beside it."""
 
-    return ChessEnv(cfg, reward)
+    def __init__(self, cfg: EnvConfig, reward: RewardConfig | None):
+        os.environ.setdefault("MUJOCO_GL", "egl")
+        from chess_sim.sim.env import ChessEnv
+        from chess_sim.sim.expert import ExpertDriver
+
+        self.env = ChessEnv(cfg, reward)
+        self.expert = ExpertDriver(self.env)
+
+    def close(self) -> None:
+        self.env.close()
 
 
-def answer(env, command: str, payload):
+def answer(simulator: Simulator, command: str, payload):
     """A worker's answer to one command, or a `WorkerError` when the simulator refused or failed it."""
     try:
-        return _answer(env, command, payload)
+        return _answer(simulator, command, payload)
     except Exception as error:  # noqa: BLE001 - reported to the caller, which decides
         return WorkerError(f"{type(error).__name__}: {error}")
 
 
-def _answer(env, command: str, payload):
+def _answer(simulator: Simulator, command: str, payload):
+    env = simulator.env
     if command == "reset":
         seed, index, options = payload
-        return env.reset(seed=seed, options={"index": index, **options})
+        observation, info = env.reset(seed=seed, options={"index": index})
+        if options.get("check_expert"):
+            info["expert_solvable"] = simulator.expert.solves()
+        return observation, info
     started, rendered = time.perf_counter(), env.render_seconds
     what, film = payload
-    answer = env.step_chunk(what, film=film) if command == "step" else env.expert_chunk(what, film=film)
+    answer = env.step_chunk(what, film=film) if command == "step" else simulator.expert.chunk(what, film=film)
     info = answer[-1]
     info["render_s"] = env.render_seconds - rendered
     info["physics_s"] = time.perf_counter() - started - info["render_s"]

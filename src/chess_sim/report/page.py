@@ -19,8 +19,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from chess_sim import atomic, jsonl, plots
-from chess_sim.compare import CompareError, compare, read_episodes
+from chess_sim import atomic, jsonl
+from chess_sim.report import plots
+from chess_sim.report.compare import CompareError, compare, read_episodes
 
 GALLERY_PER_END = 2
 """Videos shown per end reason (success and each kind of failure)."""
@@ -105,9 +106,9 @@ def _eval_sections(run: Path, base: Path) -> list[str]:
     for key in ("success", "success_pawn", "success_knight", "clean_lift", "disturbed", "toppled"):
         if summary.get(key) is not None:
             rows.append((key.replace("_", " "), _rate(summary[key], summary.get(f"{key}_ci"))))
-    if "success_solvable" in summary:
+    if "success_expert_solvable" in summary:
         rows.append(("success on expert-solvable scenes",
-                     _rate(summary["success_solvable"], summary.get("success_solvable_ci"))))
+                     _rate(summary["success_expert_solvable"], summary.get("success_expert_solvable_ci"))))
     for key in ("return", "close_mm_median", "place_error_mm_median"):
         if summary.get(key) is not None:
             rows.append((key.replace("_", " "), f"{summary[key]:.3g}"))

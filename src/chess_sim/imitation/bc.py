@@ -24,15 +24,17 @@ from pathlib import Path
 
 import torch
 
-from chess_sim import atomic, jsonl, plots, report
-from chess_sim.config import CHUNK, VALIDATION_SEED, CompactConfig, EnvConfig, EvalConfig, TrainConfig, profile
+from chess_sim import jsonl, runs
+from chess_sim.config import (CHUNK, POLICY_KINDS, VALIDATION_SEED, CompactConfig, EnvConfig, EvalConfig, TrainConfig,
+                              profile)
 from chess_sim.policy.base import FlowPolicy, Normalizer, flow_matching_loss
 from chess_sim.policy.compact import CompactPolicy
 
-POLICY_KINDS = ("compact", "smolvla")
+STATE_FILE = "trainer.pt"
+ARGS_FILE = "train_args.json"
 
 
-class TrainError(Exception):
+class TrainError(runs.RunError):
     """Bad input for training (one-line message for the CLI)."""
 
 
@@ -90,13 +92,12 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
     torch.set_num_threads(cfg.torch_threads)
     out = Path(out)
     policy = None
+    args = {"train": asdict(cfg), "dataset": str(dataset_dir), "policy": policy_kind,
+            "init": None if init is None else str(init)}
+    runs.open_run(out, resume, STATE_FILE)
     if resume:
-        atomic.recover_dir(out / "last")
-        if not (out / "last" / "trainer.pt").is_file():
-            raise TrainError(f"{out} has no checkpoint to resume (no last/trainer.pt)")
+        runs.check_same_args(out / ARGS_FILE, args, lambda saved: {**saved, "train": {**saved["train"], "steps": 0}})
         policy = policy_class.load(out / "last")
-    elif out.exists() and any(out.iterdir()):
-        raise TrainError(f"{out} exists and is not empty; choose a new --out or add --resume")
     elif init is not None and policy_kind == "compact":
         policy = CompactPolicy.load(init)
     chunk = policy.chunk if policy else CHUNK if policy_kind == "smolvla" else (policy_config or CompactConfig()).chunk
@@ -113,14 +114,15 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
     step, best = 0, -1.0
     generator = torch.Generator().manual_seed(cfg.seed)
     if resume:
-        state = torch.load(out / "last" / "trainer.pt", weights_only=False)
+        state = runs.load_state(out / "last" / STATE_FILE)
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         step, best = state["step"], state["best"]
         generator.set_state(state["generator"])
-        _trim_log(out, step)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "train_args.json").write_text(json.dumps({"train": asdict(cfg), "dataset": str(dataset_dir)}, indent=2))
+        runs.trim_log(out / "train_log.jsonl", "step", step)
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        runs.write_args(out / ARGS_FILE, args)
 
     batches = _batches(dataset, policy, cfg, generator)
     bar = Progress(cfg.steps - step, "train", unit="steps")
@@ -143,7 +145,7 @@ def _batches(dataset, policy, cfg: TrainConfig, generator: torch.Generator):
     here, before the first step), or streamed from the videos by LeRobot's loader in spawned, persistent
     processes (forking a process that already runs torch threads can deadlock)."""
     if cfg.cache_frames and isinstance(policy, CompactPolicy):
-        from chess_sim.policy.frame_cache import FrameCache
+        from chess_sim.imitation.frame_cache import FrameCache
         from chess_sim.progress import Progress
 
         bar = Progress(len(dataset), "decode frames", unit="samples")
@@ -213,11 +215,14 @@ def _loop(policy, batches, optimizer, scheduler, generator, cfg: TrainConfig, en
         if validate and cfg.val_episodes > 0:
             line = _validate(policy, cfg, env_cfg, out, step)
             jsonl.append(out / "train_log.jsonl", line)
-            plots.write_png(out / "curves.png", plots.train_figure(jsonl.read(out / "train_log.jsonl")))
-            report.refresh(out)
+            bar.line(f"step {step}: validation success {100 * line['val_success']:.1f}% "
+                  f"[{100 * line['val_success_ci'][0]:.0f}, {100 * line['val_success_ci'][1]:.0f}]")
+            from chess_sim.report import plots
+
+            runs.redraw(out, plots.train_figure(jsonl.read(out / "train_log.jsonl")))
             if line["val_success"] >= best:
                 best = line["val_success"]
-                _save(policy, out / "best")
+                runs.save_checkpoint(out / "best", policy)
         if step % cfg.save_every == 0 or step == cfg.steps:
             _checkpoint(policy, out, optimizer, scheduler, step, best, generator)
         progress.step, progress.best = step, best
@@ -237,19 +242,7 @@ def _validate(policy: FlowPolicy, cfg: TrainConfig, env_cfg: EnvConfig | None, o
     return {"step": step, "val_success": summary["success"], "val_success_ci": summary["success_ci"]}
 
 
-def _save(policy: FlowPolicy, directory: Path) -> None:
-    atomic.write_dir(directory, policy.save)
-
-
 def _checkpoint(policy, out: Path, optimizer, scheduler, step: int, best: float, generator) -> None:
-    def write(directory: Path) -> None:
-        policy.save(directory)
-        torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step,
-                    "best": best, "generator": generator.get_state()}, directory / "trainer.pt")
-
-    atomic.write_dir(out / "last", write)
-
-
-def _trim_log(out: Path, step: int) -> None:
-    """Drop log lines written after the checkpoint being resumed, so no step appears twice."""
-    jsonl.keep(out / "train_log.jsonl", lambda record: record.get("step", 0) <= step)
+    runs.save_checkpoint(out / "last", policy, {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                                                "step": step, "best": best, "generator": generator.get_state()},
+                         STATE_FILE)

@@ -5,8 +5,8 @@ import io
 import numpy as np
 from PIL import Image
 
-from chess_sim import plots
-from chess_sim.summary import wilson
+from chess_sim.report import plots
+from chess_sim.report.summary import wilson
 
 
 def _image(data: bytes) -> Image.Image:

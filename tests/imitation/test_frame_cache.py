@@ -3,9 +3,11 @@
 import pytest
 import torch
 
-from chess_sim.policy.bc import open_dataset
+from chess_sim.imitation.bc import open_dataset
+from chess_sim.imitation.frame_cache import CAMERA_KEYS, FrameCache
 from chess_sim.policy.compact import resize_images
-from chess_sim.policy.frame_cache import CAMERA_KEYS, FrameCache
+
+pytestmark = pytest.mark.slow  # decodes a recorded dataset
 
 
 @pytest.fixture(scope="module")

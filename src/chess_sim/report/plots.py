@@ -19,7 +19,7 @@ matplotlib.use("Agg")  # files only: no display on a training machine
 import matplotlib.pyplot as plt  # noqa: E402
 
 from chess_sim import atomic  # noqa: E402
-from chess_sim.summary import wilson  # noqa: E402
+from chess_sim.report.summary import wilson  # noqa: E402
 
 
 def train_figure(lines: list[dict]) -> bytes:

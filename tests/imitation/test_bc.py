@@ -7,8 +7,11 @@ import pytest
 import torch
 
 from chess_sim.config import CameraConfig, CompactConfig, TrainConfig, profile
-from chess_sim.policy.bc import TrainError, _clean_episodes, train
+from chess_sim.imitation.bc import TrainError, _clean_episodes, train
+from chess_sim.runs import RunError
 from chess_sim.policy.compact import CompactPolicy
+
+pytestmark = pytest.mark.slow  # training runs on a recorded dataset
 
 SMALL = CompactConfig(image_size=32, width=32, layers=1, heads=2)
 QUICK = TrainConfig(steps=40, batch_size=8, lr=3e-3, warmup_steps=5, val_every=0, val_episodes=0,
@@ -57,21 +60,23 @@ def test_resume_continues_without_repeating_steps(dataset, tmp_path):
     assert summary["steps"] == 40
     steps = [line["step"] for line in losses(out)]
     assert steps == sorted(set(steps)) and steps[-1] == 40
+    with pytest.raises(RunError, match="other settings"):  # only the step budget may change between sittings
+        train(dataset, out, replace(QUICK, lr=1e-2), SMALL, resume=True)
 
 
 def test_bad_inputs(dataset, tmp_path):
     with pytest.raises(TrainError, match="not a LeRobot dataset"):
         train(tmp_path / "nothing", tmp_path / "out", QUICK, SMALL)
-    with pytest.raises(TrainError, match="no checkpoint to resume"):
+    with pytest.raises(RunError, match="no run to resume"):
         train(dataset, tmp_path / "fresh", QUICK, SMALL, resume=True)
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
-    with pytest.raises(TrainError, match="not empty"):
+    with pytest.raises(RunError, match="not empty"):
         train(dataset, tmp_path / "full", QUICK, SMALL)
 
 
 def test_ctrl_c_keeps_every_finished_step(dataset, tmp_path, monkeypatch):
-    import chess_sim.policy.bc as bc
+    import chess_sim.imitation.bc as bc
 
     real_loss, calls = bc.flow_matching_loss, []
 
@@ -85,7 +90,7 @@ def test_ctrl_c_keeps_every_finished_step(dataset, tmp_path, monkeypatch):
     out = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
         train(dataset, out, QUICK, SMALL)
-    assert torch.load(out / "last" / "trainer.pt", weights_only=False)["step"] == 7
+    assert torch.load(out / "last" / "trainer.pt", weights_only=True)["step"] == 7
     monkeypatch.setattr(bc, "flow_matching_loss", real_loss)
     assert train(dataset, out, QUICK, SMALL, resume=True)["steps"] == 40
 

@@ -9,13 +9,15 @@ from dataclasses import replace
 import pytest
 
 from chess_sim.cli import main
-from chess_sim.config import CameraConfig, RLConfig, profile
-from chess_sim.report import ReportError, build_report
+from chess_sim.config import CameraConfig, RLConfig, profile, replace_fields
+from chess_sim.report.page import ReportError, build_report
 from chess_sim.rl.train import run
 
+pytestmark = pytest.mark.slow  # an RL run and headless Chromium
+
 ENV = replace(profile("baseline"), episode_seconds=1.5, camera=CameraConfig(64, 64))
-CFG = RLConfig(iterations=2, episodes=2, envs=2, val_episodes=2, val_every=1, minibatch=4, epochs=1, lr=1e-4,
-               critic_warmup=1, torch_threads=1, report_videos=2, tensorboard=True)
+CFG = replace_fields(RLConfig(), iterations=2, episodes=2, envs=2, val_episodes=2, val_every=1, minibatch=4, epochs=1,
+                     lr=1e-4, critic_warmup=1, torch_threads=1, report_videos=2, tensorboard=True)
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +51,7 @@ def test_rl_writes_a_report_that_loads_in_chromium(rl_run):
     text, stderr = chromium_check(page)
     images, videos = counts(text, "images"), counts(text, "videos")
     assert images[1] >= 2 and images[0] == images[1], text  # learning curves and details
-    assert videos[1] == CFG.report_videos and videos[0] == videos[1], text
+    assert videos[1] == CFG.run.report_videos and videos[0] == videos[1], text
     assert "Uncaught" not in stderr
     html = page.read_text()
     for section in ("Learning curves", "Details", "Checkpoints against the start", "Self-check: passed",
@@ -61,13 +63,24 @@ def test_a_report_written_elsewhere_still_finds_the_videos(rl_run, tmp_path, cap
     page = tmp_path / "pages" / "run.html"
     assert main(["report", str(rl_run), "--out", str(page)]) == 0
     text, _ = chromium_check(page)
-    assert counts(text, "videos")[0] == CFG.report_videos
+    assert counts(text, "videos")[0] == CFG.run.report_videos
 
 
 def test_an_evaluation_directory_gets_its_own_page(rl_run):
     page = build_report(rl_run / "val" / "iter_0002")
     html = page.read_text()
-    assert "Summary" in html and "Success and end reasons" in html and html.count("<video") == CFG.report_videos
+    assert "Summary" in html and "Success and end reasons" in html and html.count("<video") == CFG.run.report_videos
+
+
+def test_an_evaluation_that_checked_the_expert_shows_its_solvable_success(rl_run, tmp_path):
+    import json
+
+    evaluation = tmp_path / "checked"
+    shutil.copytree(rl_run / "val" / "iter_0002", evaluation)
+    summary = json.loads((evaluation / "summary.json").read_text())
+    summary.update(expert_solvable=2, success_expert_solvable=0.5, success_expert_solvable_ci=[0.1, 0.9])
+    (evaluation / "summary.json").write_text(json.dumps(summary))
+    assert "success on expert-solvable scenes" in build_report(evaluation).read_text()
 
 
 def test_a_partial_run_still_gives_a_page_of_what_is_there(rl_run, tmp_path):
@@ -94,13 +107,13 @@ def test_tensorboard_holds_the_logged_scalars(rl_run):
     events = EventAccumulator(str(rl_run / "tensorboard"))
     events.Reload()
     tags = events.Tags()["scalars"]
-    for tag in ("val_success", "kl", "clipfrac", "explained_variance", "sigma_mean", "rollout_parts/env"):
+    for tag in ("val_success", "approx_kl", "clipfrac", "explained_variance", "sigma_mean", "rollout_parts/env"):
         assert tag in tags
     assert [event.step for event in events.Scalars("val_success")] == [0, 1, 2]
 
 
 def test_a_page_that_cannot_be_drawn_never_stops_the_run(tmp_path, monkeypatch, capsys):
-    import chess_sim.report as report
+    import chess_sim.report.page as report
 
     def broken(run):
         raise ValueError("no figure today")

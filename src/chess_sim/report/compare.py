@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from chess_sim.summary import mcnemar, wilson
+from chess_sim.report.summary import mcnemar, wilson
 
 
 class CompareError(Exception):

@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 
 from chess_sim import atomic
-from chess_sim.summary import ENDS
+from chess_sim.report.summary import ENDS
 
 
 def _pct(value: float | None) -> str:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from chess_sim.summary import summarize, wilson
+from chess_sim.report.summary import summarize, wilson
 
 
 def test_wilson_hand_values():

@@ -1,0 +1,18 @@
+"""Frozen configuration dataclasses and named profiles.
+
+Every knob has a docstring saying what it is and, for thresholds, why it has its value. Derived values
+(substeps, steps per episode) are properties, computed in one place. Nothing here mutates a caller's config:
+use `dataclasses.replace` to vary one, or `replace_fields` to vary fields of a config tree by name.
+
+Units: metres, seconds, kilograms, degrees where named `_deg`, millimetres where named `_mm`.
+
+The package is the one home of every default: `base` (shared constants, validation, `replace_fields`), `env` (the
+simulator) and `learning` (recording, policies, training, evaluation, RL). Everything is importable from here.
+"""
+
+from chess_sim.config.base import (ACTION_DIM, BACKENDS, CHUNK, DENOISE_STEPS, JOINT_NAMES, POLICY_KINDS,  # noqa: F401
+                                   TEST_SEED, TRAIN_SEED, VALIDATION_SEED, replace_fields)
+from chess_sim.config.env import (PROFILES, BoardConfig, CameraConfig, EnvConfig, JudgeConfig,  # noqa: F401
+                                  PhysicsConfig, RewardConfig, SceneConfig, profile)
+from chess_sim.config.learning import (RATIOS, RL_PROFILES, CompactConfig, EvalConfig, NoiseConfig,  # noqa: F401
+                                       PPOConfig, Ratio, RecordConfig, RLConfig, RunConfig, StartConfig, TrainConfig)

@@ -1,0 +1,1 @@
+"""Imitation training of flow policies on LeRobot datasets."""

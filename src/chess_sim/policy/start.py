@@ -1,0 +1,137 @@
+"""The chain's learned start, wrapped around any FlowPolicy: x_0 ~ N(0, s^2) instead of N(0, I).
+
+One log-spread `log_std` is shared by every element of the chunk, and a small head on the prefix's pooled features
+(`policy.features`) adds to it per observation: log s(obs) = log_std + head(features). Both start at zero (the head's
+last layer is zero), so a policy given a start samples exactly as before until RL moves it. This is latent-noise
+steering of the start's spread, a temperature: on the baseline, x_0 decides most outcomes and a narrower start alone
+lifts success (docs/experiments.md).
+
+Shapes: features (B, F) -> log-spread (B, 1) -> spread (B, 1) within `STD_BOUNDS`; the start distribution a
+FlowPolicy reports is a mean of 0 and a spread (B, 1, 1) that broadcasts over the chunk (B, T, C).
+
+Files: a steered policy is its base policy's files plus `start.safetensors` and `start.json`;
+`policy.loading.load_policy` wraps a directory holding them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from chess_sim import atomic
+
+START_WEIGHTS = "start.safetensors"
+START_CONFIG = "start.json"
+
+
+class StartDistribution(nn.Module):
+    """The learned spread: a shared log-spread plus a per-observation head (see the module docstring)."""
+
+    STD_BOUNDS = (0.05, 2.0)
+    """The spread stays in this range. The floor keeps the start's score bounded; the ceiling is well above the 1
+    where training begins, since a clamp passes no gradient past its bound and a spread just over it would be stuck
+    there for good."""
+
+    def __init__(self, features: int, width: int = 128):
+        super().__init__()
+        self.features, self.width = features, width
+        self.log_std = nn.Parameter(torch.zeros(1))
+        self.head = nn.Sequential(nn.Linear(features, width), nn.Tanh(), nn.Linear(width, 1))
+        nn.init.zeros_(self.head[-1].weight)
+        nn.init.zeros_(self.head[-1].bias)
+
+    def log_spread(self, features: torch.Tensor) -> torch.Tensor:
+        """(B, F) pooled prefix features -> (B, 1) log-spread before its bounds."""
+        assert features.ndim == 2 and features.shape[1] == self.features, \
+            f"features must be (B, {self.features}), got {tuple(features.shape)}"
+        return self.log_std + self.head(features.float())
+
+    def std_of(self, log_spread: torch.Tensor) -> torch.Tensor:
+        """(B, 1) log-spreads (the policy's, or ones a decision drew around it) -> spreads within `STD_BOUNDS`."""
+        return log_spread.exp().clamp(*self.STD_BOUNDS)
+
+    def std(self) -> torch.Tensor:
+        """(1,) the shared spread, where the head's output is zero."""
+        return self.std_of(self.log_std)
+
+
+class SteeredPolicy(nn.Module):
+    """A FlowPolicy (see `policy/base.py`) whose chain starts from a `StartDistribution`; everything else is the
+    base policy's."""
+
+    def __init__(self, base, start: StartDistribution | None = None):
+        super().__init__()
+        self.base = base
+        self.start = start if start is not None else StartDistribution(_feature_size(base))
+        self.chunk, self.action_dim, self.chain_dim, self.steps = base.chunk, base.action_dim, base.chain_dim, base.steps
+        self.normalizer = base.normalizer
+
+    def encode(self, batch: dict[str, Any]) -> Any:
+        return self.base.encode(batch)
+
+    def velocity(self, prefix: Any, x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return self.base.velocity(prefix, x_t, t)
+
+    def features(self, prefix: Any) -> torch.Tensor:
+        return self.base.features(prefix)
+
+    def start_log_spread(self, prefix: Any) -> torch.Tensor:
+        """(B, 1) the start's log-spread for each observation of the prefix."""
+        return self.start.log_spread(self.features(prefix))
+
+    def start_distribution(self, prefix: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean 0 and the spread (B, 1, 1) of each observation."""
+        std = self.start.std_of(self.start_log_spread(prefix))
+        return std.new_zeros(()), std[:, :, None]
+
+    def save(self, directory) -> None:
+        directory = Path(directory)
+        self.base.save(directory)
+        state = {name: tensor.detach().contiguous() for name, tensor in self.start.state_dict().items()}
+        atomic.write_file(directory / START_WEIGHTS, lambda path: save_file(state, str(path)))
+        atomic.write_text(directory / START_CONFIG,
+                          json.dumps({"features": self.start.features, "width": self.start.width}, indent=2) + "\n")
+
+
+def steered(policy) -> SteeredPolicy:
+    """`policy` with a learned start: itself if it has one, else wrapped with a start that samples as before."""
+    return policy if isinstance(policy, SteeredPolicy) else SteeredPolicy(policy)
+
+
+def has_start(directory) -> bool:
+    return (Path(directory) / START_CONFIG).is_file()
+
+
+def load_start(base, directory) -> SteeredPolicy:
+    """`base` (already loaded from `directory`) with the start saved beside it; ValueError (one line) when the start
+    files are damaged or do not fit the policy."""
+    directory = Path(directory)
+    try:
+        sizes = json.loads((directory / START_CONFIG).read_text())
+        start = StartDistribution(int(sizes["features"]), int(sizes["width"]))
+        start.load_state_dict(load_file(str(directory / START_WEIGHTS)))
+    except Exception as error:  # noqa: BLE001 - any failure to read a user-given file is a bad input
+        raise ValueError(f"{directory} holds a damaged start distribution: {str(error).splitlines()[0]}") from None
+    if start.features != _feature_size(base):
+        raise ValueError(f"{directory}: the start distribution reads {start.features} features, the policy gives "
+                         f"{_feature_size(base)}")
+    return SteeredPolicy(base, start).train(base.training)
+
+
+def _feature_size(policy) -> int:
+    return policy.features(probe_prefix(policy)).shape[-1]
+
+
+def probe_prefix(policy) -> Any:
+    """A prefix of one blank observation (to size heads on the prefix features)."""
+    size = 64
+    blank = torch.zeros(1, 3, size, size)
+    batch = {"observation.images.front": blank, "observation.images.wrist": blank,
+             "observation.state": torch.zeros(1, policy.action_dim), "task": ["Move the white pawn from e2 to e4."]}
+    with torch.no_grad():
+        return policy.encode(batch)

@@ -1,0 +1,1 @@
+"""Reporting: episode summaries and statistics, tables, paired comparisons, plots, and the HTML page."""

@@ -1,0 +1,26 @@
+"""Diagnostics of the RL method, outside the update itself: how much signal one PPO gradient carries
+(`benchmarks/rl_signal.py` measures it per lever before a long run is spent on it)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def gradient_noise_scale(gradients: torch.Tensor) -> dict:
+    """Signal and noise of a gradient from N independent per-episode gradients (N, P): unbiased estimates of the
+    true gradient's squared norm |G|^2 and of the per-episode noise tr(Sigma), the simple noise scale
+    B = tr(Sigma) / |G|^2 (McCandlish et al., 2018; about the episodes one gradient needs before its signal
+    matches its noise; None when no signal is measurable, |G|^2 <= 0), and the cosine between the gradients
+    of the odd and the even episodes. (Episodes that share one batch's advantage normalisation are independent
+    only up to O(1/n).) Sums run in float64: with B >> n, |G|^2 is a small difference of large sums."""
+    gradients = gradients.double()
+    n = gradients.shape[0]
+    assert n >= 2, "the noise scale needs at least two episodes"
+    total = gradients.sum(0)
+    squares = float((gradients ** 2).sum())
+    signal = (float(total @ total) - squares) / (n * (n - 1))
+    mean = total / n
+    noise = (squares - n * float(mean @ mean)) / (n - 1)
+    halves = gradients[0::2].sum(0), gradients[1::2].sum(0)
+    return {"signal_sq": signal, "noise_trace": noise, "noise_scale_episodes": noise / signal if signal > 0 else None,
+            "halves_cosine": float(torch.nn.functional.cosine_similarity(*halves, dim=0))}
