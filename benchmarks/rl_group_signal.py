@@ -1,0 +1,171 @@
+"""Does a group baseline reveal the chain's gradient signal? A diagnostic for issue #19, before any long run.
+
+`rl_signal.py` found no measurable signal in the chain's PPO gradient at 64 episodes: the start draw x_0 decides
+most outcomes, and no chain parameter is credited for it. Here `--groups` training scenes are each run by
+`--members` episodes that share the scene and every decision's start draw (a generator seeded by the scene's
+`torch_seed`, as evaluation does) and differ only in the chain's noise (a generator seeded by the scene and the
+member). The simulator is deterministic, so within a group only the chain's noise tells the returns apart.
+
+On the same rollout, each episode's policy gradient of the chain (velocity network) at ratio 1,
+    g_e = A_e * grad sum over its decisions, denoising steps, timesteps and joints of log p,
+under two advantages: the return minus its group's mean (GRPO; the start's share of the variance cancels) and the
+return minus the batch mean (what a baseline blind to the start gets). For each, the simple noise scale
+B = tr(Sigma) / |G|^2 (`chess_sim.rl.diagnostics.gradient_noise_scale`), overall and per third of the chain.
+
+    .venv/bin/python benchmarks/rl_group_signal.py [--policy models/baseline] [--groups 16] [--members 4]
+        [--sigma-start 0.2] [--sigma-end 0.002] [--spread 1.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import torch  # noqa: E402
+
+from chess_sim.config import TRAIN_SEED, NoiseConfig, StartConfig, profile  # noqa: E402
+from chess_sim.policy.base import observation_batch  # noqa: E402
+from chess_sim.policy.loading import load_policy  # noqa: E402
+from chess_sim.rl.diagnostics import gradient_noise_scale  # noqa: E402
+from chess_sim.rl.flow_rl import FlowRL  # noqa: E402
+from chess_sim.scheduler import drive  # noqa: E402
+from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
+
+FIRST_UNUSED_TRAIN_INDEX = 950_000
+"""Training-scene indices far beyond any run's."""
+
+
+@dataclass
+class _Episode:
+    index: int
+    member: int
+    observation: dict
+    info: dict
+    starts: torch.Generator
+    noise: torch.Generator
+    chains: list = field(default_factory=list)
+    prefixes: list = field(default_factory=list)
+    states: list = field(default_factory=list)
+    total: float = 0.0
+
+
+class GroupDriver:
+    """`scheduler.Driver`: members of a group share the start draws, each has its own chain noise."""
+
+    def __init__(self, model: FlowRL):
+        self.model = model
+        self.started: Counter = Counter()
+        self.done: list[_Episode] = []
+
+    def start(self, index, observation, info):
+        member = self.started[index]
+        self.started[index] += 1
+        seed = info["torch_seed"]
+        return _Episode(index, member, observation, info, torch.Generator().manual_seed(seed),
+                        torch.Generator().manual_seed(seed * 1_000 + member + 1))
+
+    def filmed(self, episode):
+        return False
+
+    def forget(self, episode):
+        self.started[episode.index] -= 1
+
+    @torch.no_grad()
+    def decide(self, episodes):
+        workers = sorted(episodes)
+        running = [episodes[w] for w in workers]
+        policy = self.model.policy
+        shape = (policy.chunk, policy.chain_dim)
+        x0 = torch.stack([torch.randn(shape, generator=e.starts) for e in running])
+        noise = torch.stack([torch.randn((policy.steps, *shape), generator=e.noise) for e in running])
+        batch = observation_batch([e.observation for e in running], [e.info["instruction"] for e in running])
+        sample = self.model.sample(batch, x0, noise)
+        chunks = self.model.actions(sample.chain).numpy()
+        for i, episode in enumerate(running):
+            episode.chains.append(sample.chain[i])
+            episode.prefixes.append({k: v[i:i + 1] for k, v in sample.prefix.items()})
+            episode.states.append(batch["observation.state"][i])
+        return {worker: chunks[i] for i, worker in enumerate(workers)}
+
+    def step(self, episode, result):
+        episode.total += result.reward
+        episode.observation, episode.info = result.observation, result.info
+        if result.terminated or result.truncated:
+            episode.end = result.info["end"]
+            self.done.append(episode)
+            return True
+        return False
+
+
+def episode_gradients(model: FlowRL, episodes: list[_Episode], advantages: list[float], steps: slice) -> torch.Tensor:
+    """(N, P) per-episode gradients of the velocity network from the log-probs of denoising `steps`."""
+    params = [p for p in model.policy.parameters() if p.requires_grad]
+    rows = []
+    for episode, advantage in zip(episodes, advantages):
+        prefix = {k: torch.cat([p[k] for p in episode.prefixes]) for k in episode.prefixes[0]}
+        log_probs, _ = model.evaluate(torch.stack(episode.chains), prefix, torch.stack(episode.states))
+        grads = torch.autograd.grad(advantage * log_probs[:, steps].sum(), params, allow_unused=True)
+        rows.append(torch.cat([(g if g is not None else torch.zeros_like(p)).flatten() for g, p in zip(grads, params)]))
+    return torch.stack(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--policy", type=Path, default=Path("models/baseline"))
+    parser.add_argument("--groups", type=int, default=16)
+    parser.add_argument("--members", type=int, default=4)
+    parser.add_argument("--sigma-start", type=float, default=NoiseConfig.sigma_start)
+    parser.add_argument("--sigma-end", type=float, default=NoiseConfig.sigma_end)
+    parser.add_argument("--spread", type=float, default=1.0, help="the start's spread (1: as the policy was trained)")
+    parser.add_argument("--envs", type=int, default=2)
+    args = parser.parse_args()
+    if args.groups < 2 or args.members < 2:
+        parser.error("--groups and --members must be >= 2")
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = FlowRL(load_policy(args.policy), NoiseConfig(sigma_start=args.sigma_start, sigma_end=args.sigma_end),
+                   StartConfig(steer=args.spread != 1.0)).eval()
+    if model.start is not None:
+        with torch.no_grad():
+            model.start.log_std.fill_(math.log(args.spread))
+    driver = GroupDriver(model)
+    scenes = [FIRST_UNUSED_TRAIN_INDEX + g for g in range(args.groups)]
+    began = time.perf_counter()
+    with make_vec_env(args.envs, replace(profile("baseline"), early_stop=True)) as vec:
+        drive(vec, TRAIN_SEED, [scene for scene in scenes for _ in range(args.members)], driver)
+    rollout_s = time.perf_counter() - began
+    episodes = sorted(driver.done, key=lambda e: (e.index, e.member))
+    returns = torch.tensor([e.total for e in episodes])
+    group_means = returns.view(args.groups, args.members).mean(dim=1).repeat_interleave(args.members)
+    successes = torch.tensor([e.end == "success" for e in episodes]).view(args.groups, args.members).sum(dim=1)
+    schemes = {"group": returns - group_means, "batch": returns - returns.mean()}
+    steps = model.policy.steps
+    thirds = {"first": slice(0, steps // 3), "middle": slice(steps // 3, 2 * steps // 3),
+              "last": slice(2 * steps // 3, steps)}
+    result = {}
+    for name, advantages in schemes.items():
+        scale = advantages.std() + 1e-8
+        parts = {third: episode_gradients(model, episodes, (advantages / scale).tolist(), chosen)
+                 for third, chosen in thirds.items()}
+        result[name] = {third: gradient_noise_scale(gradients) for third, gradients in parts.items()}
+        result[name]["all"] = gradient_noise_scale(sum(parts.values()))
+    print(json.dumps({
+        "groups": args.groups, "members": args.members, "sigma_start": args.sigma_start, "sigma_end": args.sigma_end,
+        "spread": args.spread, "success": float(successes.sum()) / len(episodes),
+        "groups_by_successes": torch.bincount(successes, minlength=args.members + 1).tolist(),
+        "return_variance": {"total": float(returns.var(correction=0)),
+                            "within_groups": float((returns - group_means).var(correction=0))},
+        "rollout_s": rollout_s, "gradient_s": time.perf_counter() - began - rollout_s, **result,
+    }))
+
+
+if __name__ == "__main__":
+    main()
