@@ -34,7 +34,7 @@ import torch  # noqa: E402
 from chess_sim.config import TRAIN_SEED, NoiseConfig, StartConfig, profile  # noqa: E402
 from chess_sim.policy.base import observation_batch  # noqa: E402
 from chess_sim.policy.loading import load_policy  # noqa: E402
-from chess_sim.rl.diagnostics import gradient_noise_scale  # noqa: E402
+from chess_sim.rl.diagnostics import episode_gradients, gradient_noise_scale  # noqa: E402
 from chess_sim.rl.flow_rl import FlowRL  # noqa: E402
 from chess_sim.scheduler import drive  # noqa: E402
 from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
@@ -105,18 +105,6 @@ class GroupDriver:
         return False
 
 
-def episode_gradients(model: FlowRL, episodes: list[_Episode], advantages: list[float], steps: slice) -> torch.Tensor:
-    """(N, P) per-episode gradients of the velocity network from the log-probs of denoising `steps`."""
-    params = [p for p in model.policy.parameters() if p.requires_grad]
-    rows = []
-    for episode, advantage in zip(episodes, advantages):
-        prefix = {k: torch.cat([p[k] for p in episode.prefixes]) for k in episode.prefixes[0]}
-        log_probs, _ = model.evaluate(torch.stack(episode.chains), prefix, torch.stack(episode.states))
-        grads = torch.autograd.grad(advantage * log_probs[:, steps].sum(), params, allow_unused=True)
-        rows.append(torch.cat([(g if g is not None else torch.zeros_like(p)).flatten() for g, p in zip(grads, params)]))
-    return torch.stack(rows)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--policy", type=Path, default=Path("models/baseline"))
@@ -150,13 +138,15 @@ def main() -> None:
     steps = model.policy.steps
     thirds = {"first": slice(0, steps // 3), "middle": slice(steps // 3, 2 * steps // 3),
               "last": slice(2 * steps // 3, steps)}
+    # a per-episode gradient is linear in the episode's advantage: the unit gradients serve both schemes
+    data = [(torch.stack(e.chains), {k: torch.cat([p[k] for p in e.prefixes]) for k in e.prefixes[0]},
+             torch.stack(e.states), torch.ones(len(e.chains))) for e in episodes]
+    unit = {third: episode_gradients(model, data, chosen) for third, chosen in thirds.items()}
     result = {}
     for name, advantages in schemes.items():
-        scale = advantages.std() + 1e-8
-        parts = {third: episode_gradients(model, episodes, (advantages / scale).tolist(), chosen)
-                 for third, chosen in thirds.items()}
-        result[name] = {third: gradient_noise_scale(gradients) for third, gradients in parts.items()}
-        result[name]["all"] = gradient_noise_scale(sum(parts.values()))
+        weights = (advantages / (advantages.std() + 1e-8))[:, None]
+        result[name] = {third: gradient_noise_scale(weights * gradients) for third, gradients in unit.items()}
+        result[name]["all"] = gradient_noise_scale(weights * sum(unit.values()))
     print(json.dumps({
         "groups": args.groups, "members": args.members, "sigma_start": args.sigma_start, "sigma_end": args.sigma_end,
         "spread": args.spread, "success": float(successes.sum()) / len(episodes),

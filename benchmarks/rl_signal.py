@@ -28,7 +28,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import torch  # noqa: E402
 
 from chess_sim.config import RL_PROFILES, NoiseConfig, StartConfig, profile  # noqa: E402
-from chess_sim.rl.diagnostics import gradient_noise_scale  # noqa: E402
+from chess_sim.rl.diagnostics import episode_gradients, gradient_noise_scale  # noqa: E402
 from chess_sim.rl.ppo import normalized_advantages  # noqa: E402
 from chess_sim.rl.train import build, collect  # noqa: E402
 from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
@@ -37,19 +37,15 @@ FIRST_UNUSED_TRAIN_INDEX = 900_000
 """Training-scene indices far beyond any run's, so this rollout does not reuse a pilot's scenes."""
 
 
-def episode_gradients(model, storage, steps: slice) -> torch.Tensor:
-    """(N, P) per-episode policy gradients at ratio 1 from the log-probs of denoising `steps`."""
-    params = [p for p in model.policy.parameters() if p.requires_grad]
+def stored_episodes(storage) -> list:
+    """Each stored episode's (chains, prefix, states, normalised GAE advantages), as `episode_gradients` takes them."""
     advantages = normalized_advantages(storage)
-    rows = []
+    out = []
     for episode in storage.episodes():
         index = torch.tensor(episode)
         chain, prefix, state, _ = storage.minibatch(index)
-        log_probs, _ = model.evaluate(chain, prefix, state)
-        surrogate = (log_probs[:, steps].sum(dim=(1, 2, 3)) * advantages[index]).sum()
-        grads = torch.autograd.grad(surrogate, params, allow_unused=True)
-        rows.append(torch.cat([(g if g is not None else torch.zeros_like(p)).flatten() for g, p in zip(grads, params)]))
-    return torch.stack(rows)
+        out.append((chain, prefix, state, advantages[index]))
+    return out
 
 
 def main() -> None:
@@ -73,7 +69,8 @@ def main() -> None:
     steps = model.policy.steps
     thirds = {"first": slice(0, steps // 3), "middle": slice(steps // 3, 2 * steps // 3),
               "last": slice(2 * steps // 3, steps)}
-    parts = {name: episode_gradients(model, storage, chosen) for name, chosen in thirds.items()}
+    episodes = stored_episodes(storage)
+    parts = {name: episode_gradients(model, episodes, chosen) for name, chosen in thirds.items()}
     result = {name: gradient_noise_scale(gradients) for name, gradients in parts.items()}
     result["all"] = gradient_noise_scale(sum(parts.values()))
     print(json.dumps({

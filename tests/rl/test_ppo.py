@@ -1,5 +1,5 @@
-"""PPO pieces against hand calculations: GAE, per-element clipped ratios, the Gaussian step log-prob, the
-gradient noise scale; the storage's episode index."""
+"""PPO pieces against hand calculations: GAE, per-element clipped ratios, the Gaussian step log-prob; the storage's
+episode index."""
 
 import math
 
@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from chess_sim.rl.flow_rl import gaussian_log_prob
-from chess_sim.rl.diagnostics import gradient_noise_scale
 from chess_sim.rl.ppo import approx_kl, clipped_policy_loss, gae, log_ratio
 from chess_sim.rl.storage import Decision, Storage
 
@@ -54,16 +53,6 @@ def test_approx_kl_is_zero_at_ratio_one_and_positive_otherwise():
 def test_gaussian_step_log_prob_closed_form():
     value = gaussian_log_prob(torch.tensor(1.0), torch.tensor(0.0), torch.tensor(2.0))
     assert float(value) == pytest.approx(-0.5 * 0.25 - math.log(2.0) - 0.5 * math.log(2 * math.pi))
-
-
-def test_gradient_noise_scale_by_hand():
-    # Two episodes with gradients (1, 0) and (3, 0): |G|^2 = (|g1 + g2|^2 - |g1|^2 - |g2|^2) / 2 = (16 - 10) / 2
-    # = 3; tr(Sigma) = sample variance of 1 and 3 = 2; B = 2 / 3; the halves point the same way.
-    result = gradient_noise_scale(torch.tensor([[1.0, 0.0], [3.0, 0.0]]))
-    assert result["signal_sq"] == pytest.approx(3.0) and result["noise_trace"] == pytest.approx(2.0)
-    assert result["noise_scale_episodes"] == pytest.approx(2 / 3) and result["halves_cosine"] == pytest.approx(1.0)
-    opposite = gradient_noise_scale(torch.tensor([[1.0, 0.0], [-1.0, 0.0]]))
-    assert opposite["signal_sq"] < 0 and opposite["noise_scale_episodes"] is None
 
 
 def test_storage_lists_each_episode_decisions():

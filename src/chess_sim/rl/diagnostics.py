@@ -3,7 +3,27 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+
+from chess_sim.rl.flow_rl import FlowRL
+
+
+def episode_gradients(model: FlowRL, episodes: list[tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]],
+                      steps: slice) -> torch.Tensor:
+    """(N, P) per-episode policy gradients at ratio 1 of the policy's trainable parameters: for each episode's
+    decisions (chains (D, K+1, T, C), prefix, states (D, A), advantages (D,)), the gradient of
+    sum_d A_d * sum over the log-probs of denoising `steps` (rows of the transitions), timesteps and joints."""
+    params = [p for p in model.policy.parameters() if p.requires_grad]
+    rows = []
+    for chain, prefix, state, advantages in episodes:
+        log_probs, _ = model.evaluate(chain, prefix, state)
+        transitions = log_probs[:, -model.policy.steps:]
+        surrogate = (transitions[:, steps].sum(dim=(1, 2, 3)) * advantages).sum()
+        grads = torch.autograd.grad(surrogate, params, allow_unused=True)
+        rows.append(torch.cat([(g if g is not None else torch.zeros_like(p)).flatten() for g, p in zip(grads, params)]))
+    return torch.stack(rows)
 
 
 def gradient_noise_scale(gradients: torch.Tensor) -> dict:

@@ -1,0 +1,35 @@
+"""The gradient diagnostics: the noise scale by hand, and per-episode gradients linear in their advantages."""
+
+import pytest
+import torch
+
+from chess_sim.config import CompactConfig, NoiseConfig
+from chess_sim.policy.base import Normalizer
+from chess_sim.policy.compact import CompactPolicy
+from chess_sim.rl.diagnostics import episode_gradients, gradient_noise_scale
+from chess_sim.rl.flow_rl import FlowRL
+
+
+def test_gradient_noise_scale_by_hand():
+    # Two episodes with gradients (1, 0) and (3, 0): |G|^2 = (|g1 + g2|^2 - |g1|^2 - |g2|^2) / 2 = (16 - 10) / 2
+    # = 3; tr(Sigma) = sample variance of 1 and 3 = 2; B = 2 / 3; the halves point the same way.
+    result = gradient_noise_scale(torch.tensor([[1.0, 0.0], [3.0, 0.0]]))
+    assert result["signal_sq"] == pytest.approx(3.0) and result["noise_trace"] == pytest.approx(2.0)
+    assert result["noise_scale_episodes"] == pytest.approx(2 / 3) and result["halves_cosine"] == pytest.approx(1.0)
+    opposite = gradient_noise_scale(torch.tensor([[1.0, 0.0], [-1.0, 0.0]]))
+    assert opposite["signal_sq"] < 0 and opposite["noise_scale_episodes"] is None
+
+
+def test_episode_gradients_scale_with_the_advantage_and_vanish_without():
+    torch.manual_seed(0)
+    model = FlowRL(CompactPolicy(CompactConfig(width=32, layers=1, heads=2, image_size=32, steps=3),
+                                 Normalizer.identity()).eval(), NoiseConfig(sigma_start=0.2, sigma_end=0.02))
+    images = torch.rand(2, 3, 32, 32)
+    batch = {"observation.images.front": images, "observation.images.wrist": images, "observation.state": torch.zeros(2, 6),
+             "task": ["Move the white pawn from e2 to e4.", "Move the black knight from g8 to f6."]}
+    sample = model.sample(batch, torch.randn(2, 50, 6), torch.randn(2, 3, 50, 6))
+    episode = (sample.chain, sample.prefix, batch["observation.state"])
+    gradients = episode_gradients(model, [(*episode, torch.ones(2)), (*episode, torch.full((2,), 2.0)),
+                                          (*episode, torch.zeros(2))], slice(0, 3))
+    assert gradients.shape[0] == 3 and gradients[0].norm() > 0
+    assert torch.allclose(gradients[1], 2 * gradients[0], rtol=1e-4, atol=1e-6) and not gradients[2].any()
