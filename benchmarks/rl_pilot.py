@@ -3,7 +3,7 @@ steers the chain's start, `--steer`) for a wall-time budget on this machine, the
 baseline on the test scenes (paired, McNemar). Prints one JSON object: the validation curve (success with Wilson
 intervals vs iteration and wall time), the rise over iteration 0, the training rollouts' success over the first
 and last 10 iterations, the test comparison, the rollout time split and decisions/s. The learning curve (success
-vs iteration and vs wall time) is also written as a PNG (`--figure`, for the README).
+vs iteration and vs wall time) is also written as a PNG (`--figure`, for docs/experiments.md).
 
     .venv/bin/python benchmarks/rl_pilot.py [--policy models/baseline] [--out runs/rl_pilot] [--minutes 120]
         [--test-episodes 200] [--figure docs/rl_pilot.png] [--resume]

@@ -1,7 +1,7 @@
 """How much signal is in one PPO gradient? The gradient noise scale of RL fine-tuning (issue #6).
 
-One rollout of `--episodes` training episodes with the noisy policy (the compact profile, or the noise sizes
-given); then, at ratio 1 (the first gradient of an iteration), each episode's policy gradient
+One rollout of `--episodes` training episodes with the noisy policy (the compact profile's episodes and simulators, the start as the
+policy was trained, and the seed's chain noise 0.2 -> 0.002 or the sizes given); then, at ratio 1 (the first gradient of an iteration), each episode's policy gradient
     g_e = sum over the episode's decisions d of  A_d * grad sum_{k,t,a} log p_d(k, t, a)
 with PPO's normalised GAE advantages. From the N per-episode gradients, unbiased estimates of the squared norm
 of the true gradient |G|^2 and of the per-episode noise tr(Sigma) give the *simple noise scale*

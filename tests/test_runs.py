@@ -54,14 +54,16 @@ def test_a_state_file_that_would_run_code_is_refused(tmp_path):
 
 def test_resume_accepts_only_the_same_arguments_but_a_longer_budget(tmp_path):
     path = tmp_path / "args.json"
-    write_args(path, {"train": {"steps": 10, "lr": 1e-3}})
-    budget_free = lambda args: {**args, "train": {**args["train"], "steps": 0}}  # noqa: E731
-    check_same_args(path, {"train": {"steps": 40, "lr": 1e-3}}, budget_free)
-    with pytest.raises(RunError, match="other settings"):
-        check_same_args(path, {"train": {"steps": 40, "lr": 1e-2}}, budget_free)
+    write_args(path, {"train": {"steps": 10, "lr": 1e-3, "seed": 0}, "dataset": "d"})
+    compared = lambda args: {**args, "train": {**args["train"], "steps": 0}}  # noqa: E731
+    check_same_args(path, {"train": {"steps": 40, "lr": 1e-3, "seed": 0}, "dataset": "d"}, compared, "--steps")
+    with pytest.raises(RunError, match=r"other settings \(lr, seed\).*--steps may change"):
+        check_same_args(path, {"train": {"steps": 40, "lr": 1e-2, "seed": 1}, "dataset": "d"}, compared, "--steps")
+    with pytest.raises(RunError, match="older chess-sim"):
+        check_same_args(path, {}, lambda args: args["run"], "--steps")
     path.write_text("{torn")
     with pytest.raises(RunError, match="missing or damaged"):
-        check_same_args(path, {"train": {"steps": 40, "lr": 1e-3}}, budget_free)
+        check_same_args(path, {"train": {"steps": 40, "lr": 1e-3}}, compared, "--steps")
 
 
 def test_trim_log_keeps_the_lines_the_checkpoint_holds(tmp_path):

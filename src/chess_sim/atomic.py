@@ -1,4 +1,4 @@
-"""Atomic writes: a crash never leaves a half-written file or folder behind (DESIGN.md).
+"""Atomic writes: a crash never leaves a half-written file or folder behind (docs/design.md).
 
 Files are written beside their target under a dot-name and renamed over it. Folders are staged beside theirs
 (`.NAME.tmp`), the old one moved aside (`.NAME.old`), the new one renamed in, the old one deleted;

@@ -38,16 +38,29 @@ def write_args(path: Path, args: dict) -> None:
     atomic.write_text(path, json.dumps(args, indent=2) + "\n")
 
 
-def check_same_args(path: Path, args: dict, may_change: Callable[[dict], dict]) -> None:
-    """A resume must continue the same run: `args` equal to those saved at `path` once `may_change` has blanked
-    what may grow between sittings (the step or iteration budget)."""
+def check_same_args(path: Path, args: dict, compared: Callable[[dict], dict], may_change: str) -> None:
+    """A resume must continue the same run: `compared(args)` equal to `compared` of the arguments saved at `path`
+    (`compared` keeps what defines the run and blanks what may differ between sittings, described by `may_change`);
+    the one-line refusal names the settings that differ."""
     try:
-        saved = json.loads(Path(path).read_text())
-        same = may_change(saved) == may_change(json.loads(json.dumps(args)))
-    except (OSError, ValueError, KeyError, TypeError) as error:
+        saved = compared(json.loads(Path(path).read_text()))
+    except (OSError, ValueError) as error:
         raise RunError(f"{path} is missing or damaged ({error}); cannot resume") from None
-    if not same:
-        raise RunError(f"{Path(path).parent} holds a run with other settings; resume it with the same arguments")
+    except (KeyError, TypeError, AttributeError):
+        raise RunError(f"{path} was written by an older chess-sim; that run cannot be resumed by this one") from None
+    given = compared(json.loads(json.dumps(args)))
+    differing = sorted(_differences(saved, given))
+    if differing:
+        raise RunError(f"{Path(path).parent} holds a run with other settings ({', '.join(differing[:4])}"
+                       f"{', ...' if len(differing) > 4 else ''}); resume it with the same arguments ({may_change} "
+                       f"may change)")
+
+
+def _differences(saved, given, prefix: str = "") -> list[str]:
+    if isinstance(saved, dict) and isinstance(given, dict):
+        return [name for key in saved.keys() | given.keys()
+                for name in _differences(saved.get(key), given.get(key), f"{prefix}{key}.")]
+    return [] if saved == given else [prefix.rstrip(".").split(".")[-1]]
 
 
 def save_checkpoint(directory: Path, policy, state: dict | None = None, state_file: str | None = None) -> None:

@@ -96,7 +96,7 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
             "init": None if init is None else str(init)}
     runs.open_run(out, resume, STATE_FILE)
     if resume:
-        runs.check_same_args(out / ARGS_FILE, args, lambda saved: {**saved, "train": {**saved["train"], "steps": 0}})
+        runs.check_same_args(out / ARGS_FILE, args, _run_defining, "only --steps and the process settings")
         policy = policy_class.load(out / "last")
     elif init is not None and policy_kind == "compact":
         policy = CompactPolicy.load(init)
@@ -115,10 +115,13 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
     generator = torch.Generator().manual_seed(cfg.seed)
     if resume:
         state = runs.load_state(out / "last" / STATE_FILE)
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        step, best = state["step"], state["best"]
-        generator.set_state(state["generator"])
+        try:
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            step, best = state["step"], state["best"]
+            generator.set_state(state["generator"])
+        except (KeyError, RuntimeError, ValueError, TypeError) as error:
+            raise TrainError(f"{out}/last/{STATE_FILE} does not fit this run ({str(error).splitlines()[0]})") from None
         runs.trim_log(out / "train_log.jsonl", "step", step)
     else:
         out.mkdir(parents=True, exist_ok=True)
@@ -138,6 +141,17 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
     return {"steps": progress.step, "final_loss": losses[-1] if losses else None,
             "best_val_success": progress.best if progress.best >= 0 else None,
             "steps_per_s": (progress.step - steps_at_start) / seconds if seconds else None, "out": str(out)}
+
+
+PROCESS_SETTINGS = ("steps", "loader_workers", "cache_workers", "torch_threads")
+"""Training settings a resume may change: the step budget, and how the work is spread over processes and threads."""
+
+
+def _run_defining(args: dict) -> dict:
+    """What a resume must keep: the dataset, the policy kind and the training settings but `PROCESS_SETTINGS` (the
+    policy itself comes from `last/`, so `init` need not be given again)."""
+    return {"dataset": args["dataset"], "policy": args["policy"],
+            "train": {key: value for key, value in args["train"].items() if key not in PROCESS_SETTINGS}}
 
 
 def _batches(dataset, policy, cfg: TrainConfig, generator: torch.Generator):

@@ -51,7 +51,7 @@ class FlowPolicy(Protocol):
         starts the chain at mean + std * d (`start_of`)."""
 
     def save(self, directory) -> None:
-        """Write the policy so that the class's `load(directory)` restores it bit-exactly."""
+        """Write the policy so that `policy.loading.load_policy(directory)` restores it bit-exactly."""
 
 
 def time_grid(steps: int, device=None) -> torch.Tensor:

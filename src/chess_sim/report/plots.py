@@ -48,7 +48,7 @@ def rl_figure(lines: list[dict]) -> bytes:
 
 def rl_detail_figure(lines: list[dict]) -> bytes:
     validations = [line for line in lines if "val_success" in line]
-    updates = [line for line in lines if "kl" in line]
+    updates = [line for line in lines if "approx_kl" in line]
     figure, axes = plt.subplots(2, 3, figsize=(14, 7))
     returns, pieces, ends, ppo, noise, split = axes.flatten()
     for prefix, rows, colour in (("val", validations, "tab:green"), ("train", updates, "tab:orange")):
@@ -63,7 +63,7 @@ def rl_detail_figure(lines: list[dict]) -> bytes:
               [line.get(f"val_success_{piece}_ci") for line in rows], colour, piece)
     pieces.set(xlabel="iteration", title="Validation success per piece")
     _stacked_ends(ends, [line["iteration"] for line in validations], [line.get("val_ends") or {} for line in validations])
-    for key, colour, label in (("kl", "tab:purple", "approx KL"), ("clipfrac", "tab:brown", "clip fraction")):
+    for key, colour, label in (("approx_kl", "tab:purple", "approx KL"), ("clipfrac", "tab:brown", "clip fraction")):
         ppo.plot([line["iteration"] for line in updates], [line[key] for line in updates], marker=".", color=colour,
                  label=label)
     ppo.set(xlabel="iteration", title="PPO statistics")
@@ -75,10 +75,10 @@ def rl_detail_figure(lines: list[dict]) -> bytes:
               title="Critic fit and noise size")
     sizes = noise.twinx()
     sizes.plot(iterations, [line.get("sigma_mean") for line in updates], marker=".", color="tab:gray")
-    steered = [line for line in updates if line.get("start_std")]
-    if steered:  # a steered start's spread (`rl --steer`), mean over the joints
-        sizes.plot([line["iteration"] for line in steered], [sum(line["start_std"]) / len(line["start_std"])
-                                                             for line in steered], linestyle="--", color="black")
+    steered = [line for line in updates if line.get("start_std") is not None]
+    if steered:  # a learned start's shared spread (`rl --steer`)
+        sizes.plot([line["iteration"] for line in steered], [line["start_std"] for line in steered], linestyle="--",
+                   color="black")
     sizes.set(ylabel="mean noise size (grey), start spread (dashed)")
     _time_split(split, updates)
     return _png(figure)

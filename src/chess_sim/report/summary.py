@@ -1,4 +1,4 @@
-"""Episode rows -> the summary every verb reports (DESIGN.md keys), with Wilson intervals for the rates."""
+"""Episode rows -> the summary every verb reports (docs/design.md keys), with Wilson intervals for the rates."""
 
 from __future__ import annotations
 

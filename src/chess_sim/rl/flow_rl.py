@@ -156,14 +156,14 @@ class FlowRL(nn.Module):
                     f"spread draws must be {tuple(log_spread.shape)}, got {tuple(spread_draw.shape)}"
                 spread = log_spread + self.spread_noise * spread_draw
                 spread_log_probs = self._spread_log_density(spread, log_spread)
-                log_spread = spread
-            mean, std = torch.zeros(()), self.start.std_of(log_spread)[:, :, None]
+            used = log_spread if spread is None else spread  # the head runs once per decision
+            mean, std = torch.zeros(()), self.start.std_of(used)[:, :, None]
         start = mean.to(x0) + std.to(x0) * x0
         sigmas = self.sigmas()
         chain, means = denoise(self.policy, prefix, start, None if noise is None else sigmas, noise)
         log_probs = self._transition_log_probs(chain, means)
         if self.start is not None:
-            log_probs = torch.cat([self.start_log_probs(start, prefix, spread), log_probs], dim=1)
+            log_probs = torch.cat([self.start_log_probs(start, prefix, used), log_probs], dim=1)
         return Sample(chain, log_probs, self.value(prefix, state), stored, spread, spread_log_probs)
 
     def _transition_log_probs(self, chain: torch.Tensor, means: torch.Tensor) -> torch.Tensor:

@@ -26,9 +26,9 @@ class Decision:
     """This decision's prefix, batch dimension 1."""
     reward: float = 0.0
     spread: torch.Tensor | None = None
-    """(S,) the log-spread this decision drew (spread exploration), else None."""
+    """(1,) the log-spread this decision drew (spread exploration), else None."""
     spread_log_prob: torch.Tensor | None = None
-    """(S,) its log-density when drawn."""
+    """(1,) its log-density when drawn."""
 
 
 def split_prefix(prefix: Any, batch: int) -> list[Any]:
@@ -86,7 +86,7 @@ class Storage:
                 torch.stack([d.state for d in chosen]), torch.stack([d.log_probs for d in chosen]))
 
     def spreads(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """(drawn log-spreads (B, S), their log-densities (B, S)) of the decisions `index`; None without spread
+        """(drawn log-spreads (B, 1), their log-densities (B, 1)) of the decisions `index`; None without spread
         exploration."""
         chosen = [self.decisions[i] for i in index.tolist()]
         if chosen[0].spread is None:

@@ -34,7 +34,7 @@ from chess_sim.rl.storage import Storage, stack_prefixes
 
 SUMMARY_KEYS = ("episodes", "success", "return", "clean_lift", "disturbed", "toppled", "success_pawn",
                 "success_pawn_ci", "success_knight", "success_knight_ci", "close_mm_median", "ends")
-"""The summary keys logged with `train_` / `val_` prefixes (DESIGN.md)."""
+"""The summary keys logged with `train_` / `val_` prefixes (docs/design.md)."""
 ITERATION_KEYS = ("iteration", "decisions", "rollout_s", "rollout_parts", "update_s", "sigma_mean", "approx_kl",
                   "clipfrac", "pg_loss", "v_loss", "grad_norm", "explained_variance", "epochs_done", "kl_stop",
                   "restarts", "elapsed_s")
@@ -94,7 +94,7 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
             "env": asdict(env_cfg)}
     runs.open_run(out, resume, STATE_FILE)
     if resume:
-        runs.check_same_args(out / "args.json", args, _budget_blanked)
+        runs.check_same_args(out / "args.json", args, _run_defining, "only --iterations and --minutes")
         policy_dir = out / "last"
     model, optimizer = build(policy_dir, cfg)
     generator = torch.Generator().manual_seed(cfg.run.seed)
@@ -116,7 +116,8 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
         state["best"] = line["val_success"]
         _log(out, line, scalars, verbose)
         _checkpoint(out, "best", model, optimizer, generator, state)
-    chain_trains = cfg.ppo.lr > 0 or cfg.noise.learn_sigma
+    # with a learned start and the chain frozen, the transitions' log-probs cannot change: re-evaluate the start alone
+    chain_trains = model.start is None or cfg.ppo.lr > 0 or cfg.noise.learn_sigma
     # Ctrl-C or a kill loses at most the iteration in progress: `last` is written after every iteration, after
     # its log line, so a resume repeats exactly that iteration (same scenes, noise and minibatch order).
     with make_vec_env(cfg.run.envs, train_env, reward=reward, backend=backend) as vec:
@@ -163,9 +164,11 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
     return {**line, "best_val_success": state["best"], "out": str(out)}
 
 
-def _budget_blanked(args: dict) -> dict:
-    """Run arguments with the budget (iterations, minutes), which a resume may change, blanked."""
-    return {**args, "rl": {**args["rl"], "run": {**args["rl"]["run"], "iterations": 0, "minutes": 0}}}
+def _run_defining(args: dict) -> dict:
+    """What a resume must keep: the RL settings but the budget (iterations, minutes), the rewards and the
+    environment (the policy comes from `last/` and the profile only filled in the settings)."""
+    return {"rl": {**args["rl"], "run": {**args["rl"]["run"], "iterations": 0, "minutes": 0}},
+            "reward": args["reward"], "env": args["env"]}
 
 
 def _start_spread(model: FlowRL, storage: Storage) -> dict:
@@ -213,11 +216,11 @@ def _restore(directory: Path, model: FlowRL, optimizer, generator: torch.Generat
         with torch.no_grad():
             model.log_sigma.copy_(saved["log_sigma"])
         optimizer.load_state_dict(saved["optimizer"])
-    except (KeyError, RuntimeError, ValueError) as error:
+        generator.set_state(saved["generator"])
+        torch.set_rng_state(saved["torch_rng"])
+        return {key: saved[key] for key in ("iteration", "next_index", "best", "elapsed_s")}
+    except (KeyError, RuntimeError, ValueError, TypeError) as error:
         raise RLError(f"{directory}/{STATE_FILE} does not fit this run ({str(error).splitlines()[0]})") from None
-    generator.set_state(saved["generator"])
-    torch.set_rng_state(saved["torch_rng"])
-    return {key: saved[key] for key in ("iteration", "next_index", "best", "elapsed_s")}
 
 
 def _log(out: Path, line: dict, scalars=None, verbose: bool = False) -> None:
