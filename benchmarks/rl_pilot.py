@@ -50,7 +50,8 @@ def main() -> None:
              for line in log if "val_success" in line]
     test = EvalConfig(episodes=args.test_episodes, envs=cfg.run.envs)
     for name, policy in (("baseline", args.policy), ("best", args.out / "rl" / "best")):
-        evaluate(policy, args.out / f"test_{name}", test, env, resume=True)
+        out = args.out / f"test_{name}"
+        evaluate(policy, out, test, env, resume=(out / "eval_args.json").is_file())
     paired = compare(args.out / "test_baseline", args.out / "test_best")
     updates = [line for line in log if line["iteration"] > 0]
     rollout = sum(line["rollout_s"] for line in updates)

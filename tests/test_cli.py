@@ -77,6 +77,15 @@ def test_record_bad_input_is_one_line(argv, words, tmp_path, monkeypatch, capsys
     assert len(err) == 1 and words in err[0]
 
 
+@pytest.mark.parametrize("info", ["{not json", '{"fps": 30}'], ids=["not-json", "no-lerobot-fields"])
+def test_inspecting_damaged_metadata_is_one_line(info, tmp_path, capsys):
+    (tmp_path / "meta").mkdir()
+    (tmp_path / "meta" / "info.json").write_text(info)
+    assert main(["record", "--inspect", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "damaged LeRobot metadata" in err[0]
+
+
 def test_record_refuses_a_non_empty_directory(tmp_path, capsys):
     (tmp_path / "keep.txt").write_text("mine")
     assert main(["record", "--episodes", "1", "--out", str(tmp_path)]) == 2

@@ -133,8 +133,11 @@ def test_resume_runs_only_the_missing_episodes(policy_dir, first_run, tmp_path, 
         assert (partial / name).read_bytes() == (out / name).read_bytes()
 
 
-def test_an_output_folder_of_another_run_is_refused(policy_dir, first_run):
+def test_an_output_folder_of_another_run_is_refused(policy_dir, first_run, tmp_path):
     out, _, _ = first_run
+    with pytest.raises(EvalError, match="no evaluation to resume"):
+        evaluate(policy_dir, tmp_path / "new", EvalConfig(episodes=4, envs=2, videos=1), ENV, resume=True)
+    assert not (tmp_path / "new").exists()
     with pytest.raises(EvalError, match="other arguments"):
         evaluate(policy_dir, out, EvalConfig(episodes=4, envs=2, videos=1), ENV, resume=True)
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: a missing local file is an error, not a fetch
 
 from chess_sim import atomic, cli_args  # noqa: E402
 from chess_sim.cli_args import UsageError  # noqa: E402

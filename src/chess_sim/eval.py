@@ -124,6 +124,8 @@ def _prepare_out(out: Path, arguments: dict, resume: bool) -> dict[int, dict]:
     """Check that `out` is new, or (with resume) holds this same evaluation; returns the finished rows."""
     args_path = out / "eval_args.json"
     text = json.dumps(arguments, indent=2, sort_keys=True) + "\n"
+    if resume and not args_path.is_file():  # --resume means the same on every verb: continue, never start
+        raise EvalError(f"{out} holds no evaluation to resume; run it without --resume")
     if out.exists() and any(out.iterdir()):
         if not args_path.is_file():
             raise EvalError(f"{out} is not empty and holds no evaluation; choose a new --out")

@@ -40,6 +40,17 @@ def test_registered_id_builds():
     environment.close()
 
 
+def test_importing_the_package_registers_the_env():
+    import subprocess
+    import sys
+
+    code = ("import gymnasium; env = gymnasium.make('chess_sim:ChessSim-v0'); "
+            "observation, info = env.reset(seed=5500001); print(info['instruction']); env.close()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-1000:]
+    assert done.stdout.startswith("Move the ")
+
+
 def test_observation_layout_and_fresh_copies(env):
     observation, info = env.reset(seed=SEED, options={"index": 1})
     assert set(observation["pixels"]) == {"front", "wrist"}

@@ -342,7 +342,11 @@ def inspect(root: Path) -> dict:
     root = Path(root)
     if not (root / "meta" / "info.json").is_file():
         raise RecordError(f"{root} is not a LeRobot dataset (no meta/info.json)")
-    meta = LeRobotDatasetMetadata(_repo_id(root), root=root)
+    try:
+        meta = LeRobotDatasetMetadata(_repo_id(root), root=root)
+    except Exception as error:  # noqa: BLE001 - LeRobot's many ways of failing on a damaged folder are bad input here
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise RecordError(f"{root} holds damaged LeRobot metadata ({type(error).__name__}: {first})") from None
     progress = read_progress(root)
     saved = progress.saved if progress else []
     stats = {}

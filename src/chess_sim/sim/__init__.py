@@ -1,5 +1,2 @@
-"""The simulator: SO-101 + chessboard in MuJoCo. Imports nothing from policy/ or rl/, and never torch."""
-
-import gymnasium
-
-gymnasium.register(id="ChessSim-v0", entry_point="chess_sim.sim.env:ChessEnv")
+"""The simulator: SO-101 + chessboard in MuJoCo. Imports nothing from policy/ or rl/, and never torch. (The Gymnasium
+id `ChessSim-v0` is registered by the package, `chess_sim/__init__.py`.)"""
