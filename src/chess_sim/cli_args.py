@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import functools
 import inspect
 import re
 import typing
@@ -99,6 +100,7 @@ def noise(text: str) -> tuple[float, float]:
     return start, end
 
 
+@functools.cache
 def field_docs(cls) -> dict[str, str]:
     """A config dataclass's field docstrings (the string literal under each field), by field name."""
     body = ast.parse(inspect.getsource(cls)).body[0].body
@@ -110,7 +112,7 @@ def field_docs(cls) -> dict[str, str]:
 def leaf_fields(cls, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], type, object]]:
     """(path, owning class, field) of every non-dataclass field of a config tree, in declaration order: a
     nested config (`RLConfig.run`) contributes its own fields under its name."""
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     leaves = []
     for field in dataclasses.fields(cls):
         kind = hints[field.name]
@@ -119,6 +121,11 @@ def leaf_fields(cls, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...]
         else:
             leaves.append(((*prefix, field.name), cls, field))
     return leaves
+
+
+@functools.cache
+def _hints(cls) -> dict:
+    return typing.get_type_hints(cls)
 
 
 def _value(config, path: tuple[str, ...]):
@@ -155,7 +162,7 @@ def add_config_flags(command: argparse.ArgumentParser, cls, profiles: dict[str, 
                                                                (owner.__doc__ or "").split("\n\n")[0])
             group = groups[path[:-1]]
         flag = "--" + rename.get(field.name, field.name).replace("_", "-")
-        kind = typing.get_type_hints(owner)[field.name]
+        kind = _hints(owner)[field.name]
         default = _value(default_config, path)
         if profiles:
             values = {name: _value(profile, path) for name, profile in profiles.items()}

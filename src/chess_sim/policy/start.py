@@ -64,10 +64,10 @@ class SteeredPolicy(nn.Module):
     """A FlowPolicy (see `policy/base.py`) whose chain starts from a `StartDistribution`; everything else is the
     base policy's."""
 
-    def __init__(self, base, start: StartDistribution | None = None):
+    def __init__(self, base, start: StartDistribution | None = None, features: int | None = None):
         super().__init__()
         self.base = base
-        self.start = start if start is not None else StartDistribution(_feature_size(base))
+        self.start = start if start is not None else StartDistribution(features or feature_size(base))
         self.chunk, self.action_dim, self.chain_dim, self.steps = base.chunk, base.action_dim, base.chain_dim, base.steps
         self.normalizer = base.normalizer
 
@@ -98,9 +98,10 @@ class SteeredPolicy(nn.Module):
                           json.dumps({"features": self.start.features, "width": self.start.width}, indent=2) + "\n")
 
 
-def steered(policy) -> SteeredPolicy:
-    """`policy` with a learned start: itself if it has one, else wrapped with a start that samples as before."""
-    return policy if isinstance(policy, SteeredPolicy) else SteeredPolicy(policy)
+def steered(policy, features: int | None = None) -> SteeredPolicy:
+    """`policy` with a learned start: itself if it has one, else wrapped with a start that samples as before
+    (`features`: the size of `policy.features`, when the caller has measured it already)."""
+    return policy if isinstance(policy, SteeredPolicy) else SteeredPolicy(policy, features=features)
 
 
 def has_start(directory) -> bool:
@@ -117,13 +118,15 @@ def load_start(base, directory) -> SteeredPolicy:
         start.load_state_dict(load_file(str(directory / START_WEIGHTS)))
     except Exception as error:  # noqa: BLE001 - any failure to read a user-given file is a bad input
         raise ValueError(f"{directory} holds a damaged start distribution: {str(error).splitlines()[0]}") from None
-    if start.features != _feature_size(base):
+    given = feature_size(base)
+    if start.features != given:
         raise ValueError(f"{directory}: the start distribution reads {start.features} features, the policy gives "
-                         f"{_feature_size(base)}")
+                         f"{given}")
     return SteeredPolicy(base, start).train(base.training)
 
 
-def _feature_size(policy) -> int:
+def feature_size(policy) -> int:
+    """F of `policy.features`, measured on one blank observation (an encoder pass: a VLM prefix takes seconds)."""
     return policy.features(probe_prefix(policy)).shape[-1]
 
 

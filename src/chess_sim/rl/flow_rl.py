@@ -30,8 +30,8 @@ import torch
 from torch import nn
 
 from chess_sim.config import NoiseConfig, StartConfig
-from chess_sim.policy.base import FlowPolicy, chunk_actions, denoise, noise_schedule, time_grid
-from chess_sim.policy.start import StartDistribution, probe_prefix, steered
+from chess_sim.policy.base import FlowPolicy, chunk_actions, denoise, noise_schedule, start_of, time_grid
+from chess_sim.policy.start import StartDistribution, feature_size, steered
 
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -67,7 +67,8 @@ class FlowRL(nn.Module):
                  critic_width: int = 256, prefix_dtype: torch.dtype = torch.float32):
         super().__init__()
         noise, start = noise or NoiseConfig(), start or StartConfig()
-        self.policy = steered(policy) if start.steer else policy
+        features = feature_size(policy)
+        self.policy = steered(policy, features) if start.steer else policy
         self.start: StartDistribution | None = self.policy.start if start.steer else None
         """The learned start, trained with the policy; None: the chain starts as the policy's own sampler does."""
         self.spread_noise = start.spread_noise if start.steer else 0.0
@@ -78,7 +79,6 @@ class FlowRL(nn.Module):
         steps, dims = policy.steps, policy.chain_dim
         log_sigma = noise_schedule(noise.sigma_start, noise.sigma_end, steps).log()[:, None].expand(steps, dims).clone()
         self.log_sigma = nn.Parameter(log_sigma, requires_grad=noise.learn_sigma)
-        features = policy.features(probe_prefix(policy)).shape[-1]
         self.critic = nn.Sequential(nn.Linear(features + policy.action_dim, critic_width), nn.Tanh(),
                                     nn.Linear(critic_width, critic_width), nn.Tanh(), nn.Linear(critic_width, 1))
 
@@ -148,7 +148,7 @@ class FlowRL(nn.Module):
         prefix = cast_prefix(stored, torch.float32)
         spread = spread_log_probs = None
         if self.start is None:
-            mean, std = self.policy.start_distribution(prefix)
+            start = start_of(self.policy, prefix, x0)
         else:
             log_spread = self.policy.start_log_spread(prefix)
             if spread_draw is not None and self.explores_spread:
@@ -157,8 +157,7 @@ class FlowRL(nn.Module):
                 spread = log_spread + self.spread_noise * spread_draw
                 spread_log_probs = self._spread_log_density(spread, log_spread)
             used = log_spread if spread is None else spread  # the head runs once per decision
-            mean, std = torch.zeros(()), self.start.std_of(used)[:, :, None]
-        start = mean.to(x0) + std.to(x0) * x0
+            start = self.start.std_of(used)[:, :, None].to(x0) * x0
         sigmas = self.sigmas()
         chain, means = denoise(self.policy, prefix, start, None if noise is None else sigmas, noise)
         log_probs = self._transition_log_probs(chain, means)

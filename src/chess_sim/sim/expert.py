@@ -80,14 +80,14 @@ class Grip:
 class Expert:
     """Closed-loop scripted controller for one scene at a time (`reset`, then `act` every control step)."""
 
-    def __init__(self, scene: Scene, dt: float):
+    def __init__(self, scene: Scene, dt: float, home_rad: np.ndarray | None = None):
         self.scene = scene
         self.dt = dt
         self.units = Units(scene)
         self.ik = ArmIK(scene.model, scene.arm_qpos, scene.arm_dof, scene.tcp_site)
         self.contacts = ContactReader(scene)
         self.rng = np.random.default_rng(0)
-        self.home_rad = rest_pose(scene, self.ik)
+        self.home_rad = rest_pose(scene, self.ik) if home_rad is None else home_rad
         self.plan: list[np.ndarray] = []
         self.phase = "idle"
         self.last_target = self.home_rad
@@ -337,7 +337,7 @@ class ExpertDriver:
 
     def __init__(self, env):
         self.env = env
-        self.expert = Expert(env.scene, dt=1.0 / env.cfg.physics.control_hz)
+        self.expert = Expert(env.scene, dt=1.0 / env.cfg.physics.control_hz, home_rad=env.rest_rad)
 
     def action(self) -> np.ndarray:
         """The expert's next joint target (6,) from the env's current state (it takes over from anywhere)."""
