@@ -24,7 +24,7 @@ import math
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -36,6 +36,7 @@ from chess_sim.policy.base import observation_batch  # noqa: E402
 from chess_sim.policy.loading import load_policy  # noqa: E402
 from chess_sim.rl.diagnostics import episode_gradients, gradient_noise_scale  # noqa: E402
 from chess_sim.rl.flow_rl import FlowRL  # noqa: E402
+from chess_sim.rl.train import training_env  # noqa: E402
 from chess_sim.scheduler import drive  # noqa: E402
 from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
 
@@ -72,7 +73,7 @@ class GroupDriver:
         return _Episode(index, member, observation, info, torch.Generator().manual_seed(seed),
                         torch.Generator().manual_seed(seed * 1_000 + member + 1))
 
-    def filmed(self, episode):
+    def filmed(self, index):
         return False
 
     def forget(self, episode):
@@ -127,7 +128,7 @@ def main() -> None:
     driver = GroupDriver(model)
     scenes = [FIRST_UNUSED_TRAIN_INDEX + g for g in range(args.groups)]
     began = time.perf_counter()
-    with make_vec_env(args.envs, replace(profile("baseline"), early_stop=True)) as vec:
+    with make_vec_env(args.envs, training_env(model, profile("baseline"))) as vec:
         drive(vec, TRAIN_SEED, [scene for scene in scenes for _ in range(args.members)], driver)
     rollout_s = time.perf_counter() - began
     episodes = sorted(driver.done, key=lambda e: (e.index, e.member))

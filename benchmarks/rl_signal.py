@@ -30,7 +30,7 @@ import torch  # noqa: E402
 from chess_sim.config import RL_PROFILES, NoiseConfig, StartConfig, profile  # noqa: E402
 from chess_sim.rl.diagnostics import episode_gradients, gradient_noise_scale  # noqa: E402
 from chess_sim.rl.ppo import normalized_advantages  # noqa: E402
-from chess_sim.rl.train import build, collect  # noqa: E402
+from chess_sim.rl.train import build, collect, training_env  # noqa: E402
 from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
 
 FIRST_UNUSED_TRAIN_INDEX = 900_000
@@ -63,7 +63,7 @@ def main() -> None:
     torch.set_num_threads(2)
     model, _ = build(args.policy, cfg)
     began = time.perf_counter()
-    with make_vec_env(cfg.run.envs, replace(profile("baseline"), early_stop=True)) as vec:
+    with make_vec_env(cfg.run.envs, training_env(model, profile("baseline"))) as vec:
         storage, rows, _ = collect(model, vec, cfg, FIRST_UNUSED_TRAIN_INDEX, torch.Generator().manual_seed(cfg.run.seed))
     rollout_s = time.perf_counter() - began
     steps = model.policy.steps

@@ -27,7 +27,7 @@ import torch  # noqa: E402
 
 from chess_sim.config import RL_PROFILES, NoiseConfig, StartConfig, profile  # noqa: E402
 from chess_sim.policy.start import StartDistribution  # noqa: E402
-from chess_sim.rl.train import build, collect  # noqa: E402
+from chess_sim.rl.train import build, collect, training_env  # noqa: E402
 from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
 
 FIRST_UNUSED_TRAIN_INDEX = 800_000
@@ -52,7 +52,7 @@ def main() -> None:
     torch.set_num_threads(1)
     model, _ = build(args.policy, cfg)
     results = []
-    with make_vec_env(cfg.run.envs, replace(profile("baseline"), early_stop=True)) as vec:
+    with make_vec_env(cfg.run.envs, training_env(model, profile("baseline"))) as vec:
         for spread in args.spreads:
             with torch.no_grad():
                 model.start.log_std.fill_(math.log(spread))

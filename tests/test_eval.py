@@ -51,6 +51,14 @@ def test_same_command_twice_gives_identical_files(policy_dir, first_run, tmp_pat
         assert (again / name).read_bytes() == (out / name).read_bytes()
 
 
+@pytest.mark.parametrize("envs", [1, 3])
+def test_outcomes_do_not_depend_on_the_number_of_simulators(policy_dir, first_run, tmp_path, envs):
+    out, _, _ = first_run
+    evaluate(policy_dir, tmp_path / "other", EvalConfig(episodes=3, envs=envs, videos=1), ENV)
+    for name in ("summary.json", "episodes.csv"):
+        assert (tmp_path / "other" / name).read_bytes() == (out / name).read_bytes()
+
+
 def test_early_stop_changes_no_outcome_only_the_length(policy_dir, first_run, tmp_path):
     _, _, rows = first_run
     _, full, _ = evaluate(policy_dir, tmp_path / "full", EvalConfig(episodes=3, envs=2, early_stop=False), ENV)

@@ -6,7 +6,6 @@ Bad input ends with one line on stderr and exit code 2; output paths are checked
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -254,7 +253,7 @@ def cmd_rl(args: argparse.Namespace) -> dict:
 
 def cmd_rl_check(args: argparse.Namespace) -> dict:
     from chess_sim.rl.check import self_check, write_report
-    from chess_sim.rl.train import RLError, build, collect
+    from chess_sim.rl.train import RLError, build, collect, training_env
     from chess_sim.sim.vec_env import make_vec_env
 
     _check_output_dir(args.out)
@@ -266,7 +265,7 @@ def cmd_rl_check(args: argparse.Namespace) -> dict:
     import torch
 
     generator = torch.Generator().manual_seed(cfg.run.seed)
-    env_cfg = dataclasses.replace(profile(args.env_profile), early_stop=True)
+    env_cfg = training_env(model, profile(args.env_profile))
     with make_vec_env(min(cfg.run.envs, cfg.run.episodes), env_cfg, backend=cli_args.backend_of(args)) as vec:
         storage, _, _ = collect(model, vec, cfg, 0, generator)
     result = self_check(model, storage, cfg.policy_lrs(), cfg.ppo.clip)

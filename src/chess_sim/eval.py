@@ -25,6 +25,7 @@ import torch
 
 from chess_sim import atomic, jsonl
 from chess_sim.config import EnvConfig, EvalConfig
+from chess_sim.policy.base import observed_env
 from chess_sim.progress import Progress
 from chess_sim.report.summary import summarize
 from chess_sim.report.tables import write_csv
@@ -59,11 +60,12 @@ class Timing:
     policy_s: float = 0.0
     """Policy encode + sampling in this process."""
     simulate_s: float = 0.0
-    """Waiting for the simulators (physics and rendering in the workers, plus the transfer)."""
+    """Waiting for the simulators (physics, rendering and resets in the workers, plus the transfer), beyond
+    what overlapped the policy's decisions for the other group."""
     physics_s: float = 0.0
-    """Physics and judging, summed over the workers."""
+    """Physics and judging, CPU seconds summed over the workers."""
     render_s: float = 0.0
-    """Rendering, summed over the workers."""
+    """Rendering, CPU seconds summed over the workers."""
     total_s: float = 0.0
     restarts: int = 0
     """Simulator workers restarted after dying."""
@@ -146,9 +148,12 @@ def _run(policy, todo: list[int], out: Path, cfg: EvalConfig, env_cfg: EnvConfig
 
     is_expert = policy == EXPERT
     if not is_expert:
-        # The simulators need the cores more than the policy does; the workers run single-threaded.
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) - cfg.envs + 1))
+        # One simulator process per core works while the policy decides: the policy takes the cores left over.
+        cores = os.cpu_count() or 1
+        torch.set_num_threads(max(1, cores - min(cfg.envs, cores)))
     env_cfg = replace(env_cfg, render=not is_expert, early_stop=cfg.early_stop)
+    if not is_expert:
+        env_cfg = observed_env(policy, env_cfg)
     options = {"check_expert": True} if cfg.check_expert else {}
     bar = Progress(len(todo), "eval")
     clock: dict = {}
@@ -157,7 +162,7 @@ def _run(policy, todo: list[int], out: Path, cfg: EvalConfig, env_cfg: EnvConfig
         drive(vec, cfg.seed, todo, driver, options, clock)
         timing.restarts = vec.restarts
     timing.policy_s += clock["decide"]
-    timing.simulate_s += clock["reset"] + clock["env"]
+    timing.simulate_s += clock["env"]
     bar.close()
 
 
@@ -177,16 +182,15 @@ class _EvalDriver:
 
             video = EpisodeVideo(self.out / "videos" / f"episode_{index:04d}.mp4", info["instruction"],
                                  fps=self.env_cfg.physics.control_hz)
-            if "pixels" in observation:  # the expert's simulators do not render at reset
-                video.add(observation["pixels"], 0)
+            video.add(info.pop("frames")[0], 0)
         generator = torch.Generator().manual_seed(info["torch_seed"])
         return _Episode(index, observation, info, generator, info.get("expert_solvable"), video)
 
     def decide(self, episodes: dict[int, _Episode]) -> dict[int, np.ndarray] | None:
         return None if self.policy == EXPERT else _decide(self.policy, episodes, self.cfg)
 
-    def filmed(self, episode: _Episode) -> bool:
-        return episode.video is not None
+    def filmed(self, index: int) -> bool:
+        return index < self.cfg.videos
 
     def forget(self, episode: _Episode) -> None:
         if episode.video is not None:
@@ -228,7 +232,7 @@ def _finish(episode: _Episode, info: dict, control_hz: int) -> dict:
 @torch.no_grad()
 def _decide(policy, active: dict[int, _Episode], cfg: EvalConfig) -> dict[int, np.ndarray]:
     """One decision for every running episode, in one policy batch: {worker: chunk (T, 6) in SO-101 units}."""
-    from chess_sim.policy.base import chunk_actions, noise_schedule, observation_batch, sample_chain
+    from chess_sim.policy.base import chunk_actions, noise_schedule, observation_batch, pad_rows, sample_chain
 
     workers = sorted(active)
     episodes = [active[worker] for worker in workers]
@@ -240,7 +244,7 @@ def _decide(policy, active: dict[int, _Episode], cfg: EvalConfig) -> dict[int, n
         if cfg.noise is not None:
             noise.append(torch.randn((1, policy.steps, *shape[1:]), generator=episode.generator))
     sigmas = noise_schedule(*cfg.noise, policy.steps) if cfg.noise is not None else None
-    chain = sample_chain(policy, policy.encode(batch), torch.cat(x0), sigmas,
-                         torch.cat(noise) if noise else None)
+    chain = sample_chain(policy, policy.encode(pad_rows(batch)), pad_rows(torch.cat(x0)), sigmas,
+                         pad_rows(torch.cat(noise)) if noise else None)
     chunks = chunk_actions(policy, chain[:, -1]).numpy()
     return {worker: chunks[i] for i, worker in enumerate(workers)}

@@ -41,7 +41,7 @@ def test_rl_details_draw_the_iterations_as_the_rl_loop_logs_them():
                     "val_ends": {"success": 5, "toppled": 5}, "elapsed_s": 60.0 * i} for i in (0, 5)]
     updates = [{"iteration": i, "approx_kl": 0.01 * i, "clipfrac": 0.1, "explained_variance": 0.2, "sigma_mean": 0.005,
                 "start_std": 1.0 - 0.05 * i, "train_return": 0.3, "rollout_s": 30.0, "update_s": 0.4,
-                "rollout_parts": {"prep": 0.2, "sample": 12.0, "env": 14.0, "reset": 3.0, "rounds": 150},
+                "rollout_parts": {"prep": 0.2, "sample": 12.0, "env": 14.0, "rounds": 150},
                 "elapsed_s": 60.0 * i} for i in range(1, 6)]
     with_updates = plots.rl_detail_figure([validations[0], *updates[:-1], {**updates[-1], **validations[1]}])
     without = plots.rl_detail_figure(validations)

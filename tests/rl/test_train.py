@@ -45,7 +45,7 @@ def test_a_run_logs_every_iteration_and_writes_its_checkpoints(full_run):
     assert [line["iteration"] for line in log] == [0, 1, 2, 3]
     for key in rl_train.ITERATION_KEYS + ("train_success", "val_success", "val_seconds"):
         assert key in log[1]
-    assert set(log[1]["rollout_parts"]) == {"prep", "sample", "env", "reset", "rounds"}
+    assert set(log[1]["rollout_parts"]) == {"prep", "sample", "physics", "render", "resets", "env", "rounds"}
     assert "kl" not in log[1]  # one name per statistic: approx_kl
     for name in ("last", "best", "iter_0002"):
         assert (full_run / name / "model.safetensors").is_file() and (full_run / name / "rl_state.pt").is_file()

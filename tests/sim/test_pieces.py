@@ -166,7 +166,7 @@ def test_centre_of_mass_is_low(kind):
 
 def test_knight_faces_plus_x():
     verts, _ = piece_mesh("knight")
-    assert verts[:, 0].max() > -verts[:, 0].min() + 0.5 * MM
+    assert verts[:, 0].max() > -verts[:, 0].min() + 0.3 * MM  # the muzzle reaches past the mane
     head = piece_shape("knight").collision[-1]
     assert head.pos[0] > 0
 

@@ -99,3 +99,53 @@ def test_a_ray_address_without_a_cluster_is_a_one_line_error(address, words):
     with pytest.raises(RayBackendError, match=words) as caught:
         connect(address)
     assert "\n" not in str(caught.value)
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """Four simulators in two processes: simulators 0 and 2 share one, 1 and 3 the other."""
+    environments = VecChessEnv(4, CFG, seconds=4.0, processes=2)
+    yield environments
+    environments.close()
+
+
+def test_simulators_sharing_a_process_match_local_envs(shared):
+    assert shared.processes == 2 and shared.pid(0) == shared.pid(2) != shared.pid(1)
+    locals_ = {env: ChessEnv(replace(CFG, episode_seconds=4.0)) for env in (0, 2)}
+    resets = shared.reset_many({env: (SEED, 10 + env) for env in range(4)})
+    for env, local in locals_.items():
+        observation, info = local.reset(seed=SEED, options={"index": 10 + env})
+        assert resets[env][1]["index"] == 10 + env
+        assert np.array_equal(resets[env][0]["pixels"]["wrist"], observation["pixels"]["wrist"])
+    chunk = hold_chunk(locals_[0])
+    chunk[:, 0] += 5.0  # simulator 2 turns a little: the two episodes of one process must stay apart
+    stepped = shared.step_many({0: hold_chunk(locals_[0]), 2: chunk})
+    np.testing.assert_array_equal(stepped[0].observation["agent_pos"],
+                                  locals_[0].step_chunk(hold_chunk(locals_[0]))[0]["agent_pos"])
+    np.testing.assert_array_equal(stepped[2].observation["agent_pos"], locals_[2].step_chunk(chunk)[0]["agent_pos"])
+
+
+def test_a_dead_process_restarts_every_episode_it_held(shared):
+    shared.reset_many({env: (SEED, 20 + env) for env in range(4)})
+    chunk = np.tile(ChessEnv(CFG).rest_action(), (50, 1))
+    shared.step_many({env: chunk for env in range(4)})
+    before = shared.restarts
+    os.kill(shared.pid(0), signal.SIGKILL)
+    stepped = shared.step_many({0: chunk, 1: chunk})  # simulator 2 lives in the dead process but is not asked
+    assert shared.restarts == before + 1
+    assert stepped[0].info["restarted"] is True and stepped[0].info["index"] == 20
+    assert "restarted" not in stepped[1].info
+    later = shared.step_many({2: chunk, 3: chunk})
+    assert later[2].info["restarted"] is True and later[2].info["index"] == 22 and later[2].reward == 0.0
+    assert later[3].info["steps"] == 100
+    assert shared.step_many({2: chunk})[2].info["steps"] == 50  # then it goes on normally
+
+
+def test_a_new_episode_replaces_a_pending_restart(shared):
+    shared.reset_many({env: (SEED, 30 + env) for env in range(4)})
+    os.kill(shared.pid(1), signal.SIGKILL)
+    chunk = np.tile(ChessEnv(CFG).rest_action(), (50, 1))
+    assert shared.step_many({1: chunk})[1].info["restarted"] is True
+    observation, info = shared.reset_many({3: (SEED, 40)})[3]  # simulator 3's re-run episode is replaced
+    assert info["index"] == 40 and "restarted" not in info
+    assert shared.step_many({3: chunk})[3].info["steps"] == 50

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from chess_sim.config.base import at_least
+
 
 
 @dataclass(frozen=True)
@@ -73,9 +75,18 @@ class PhysicsConfig:
 @dataclass(frozen=True)
 class CameraConfig:
     width: int = 256
-    """Image width of both cameras, pixels."""
+    """Image width of both cameras, pixels: the rendered frames that datasets and videos keep."""
     height: int = 256
     """Image height of both cameras, pixels."""
+    observation_size: int | None = None
+    """Square size of the observation images; None: the frame size. Smaller frames are resized in the
+    simulator (antialiased bilinear, PyTorch's weights), so a policy gets the pixels its own resize would give,
+    in a smaller transfer. Evaluation and RL set it to the policy's input size."""
+
+    def __post_init__(self):
+        at_least(self, 1, "width", "height")
+        if self.observation_size is not None:
+            at_least(self, 1, "observation_size")
 
 
 @dataclass(frozen=True)

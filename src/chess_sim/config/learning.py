@@ -122,9 +122,9 @@ class EvalConfig:
     """Scenes evaluated, indices 0..N-1."""
     seed: int = TEST_SEED
     """Scene seed; the test seed by default."""
-    envs: int = 2
-    """Simulators in worker processes; the policy decides for all of them in one batch. Outcomes are the
-    same for the same `envs` (the batch composition, hence float rounding, depends on it)."""
+    envs: int = 8
+    """Simulators, spread over one worker process per core; they take turns in two groups, the policy deciding
+    for one group while the other simulates. Outcomes do not depend on it (decisions are batch-invariant)."""
     videos: int = 0
     """Film the first K episodes."""
     noise: tuple[float, float] | None = None
@@ -159,7 +159,8 @@ class RunConfig:
     episodes: int = 100
     """Training episodes per iteration."""
     envs: int = 10
-    """Parallel simulators (worker processes)."""
+    """Simulators, spread over one worker process per core (or one Ray actor each); two groups take turns, the
+    policy deciding for one while the other simulates: each policy batch holds about envs / 2 decisions."""
     train_seed: int = TRAIN_SEED
     """Training scenes (train_seed, i); i continues across iterations, so no scene repeats."""
     val_seed: int = VALIDATION_SEED
@@ -285,7 +286,7 @@ class RLConfig:
 RL_PROFILES: dict[str, RLConfig] = {
     "smolvla": RLConfig(),
     "compact": RLConfig(
-        run=RunConfig(episodes=64, envs=2, torch_threads=1),
+        run=RunConfig(episodes=64, envs=16, torch_threads=1),
         ppo=PPOConfig(epochs=4, minibatch=32, lr=0.0, critic_warmup=2),
         noise=NoiseConfig(sigma_start=0.01, sigma_end=0.001),
         start=StartConfig(steer=True, spread_lr=1e-2, spread_noise=0.3)),

@@ -15,7 +15,7 @@ A batch is a dict with LeRobot's feature names: `observation.images.front` and `
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from chess_sim.config import ACTION_DIM, CHUNK, DENOISE_STEPS  # noqa: F401 - the shapes every policy shares
+from chess_sim.config import EnvConfig
 
 
 @runtime_checkable
@@ -33,6 +34,8 @@ class FlowPolicy(Protocol):
     action_dim: int
     chain_dim: int
     steps: int
+    image_size: int | None
+    """Side of the square images the policy resizes its inputs to (None: it takes any size as it comes)."""
     normalizer: "Normalizer"
 
     def encode(self, batch: dict[str, Any]) -> Any:
@@ -52,6 +55,16 @@ class FlowPolicy(Protocol):
 
     def save(self, directory) -> None:
         """Write the policy so that `policy.loading.load_policy(directory)` restores it bit-exactly."""
+
+
+def observed_env(policy: FlowPolicy, env_cfg: EnvConfig) -> EnvConfig:
+    """`env_cfg` whose observations come at the policy's input size when that is below the frames': the
+    simulator resizes as the policy would, and renders, sends and decodes fewer pixels (issue #21)."""
+    size = policy.image_size
+    camera = env_cfg.camera
+    if size is None or size >= min(camera.width, camera.height):
+        return env_cfg
+    return replace(env_cfg, camera=replace(camera, observation_size=size))
 
 
 def time_grid(steps: int, device=None) -> torch.Tensor:
@@ -136,6 +149,26 @@ def flow_matching_loss(policy: FlowPolicy, prefix: Any, actions: torch.Tensor, n
         return error.mean()
     keep = (~pad).to(error)[:, :, None]
     return (error * keep).sum() / (keep.sum() * error.shape[-1]).clamp_min(1.0)
+
+
+MIN_ROWS = 4
+"""Decision batches are padded to at least this many rows. On the CPU, PyTorch computes every row of a batch of 4
+or more bit-identically whatever the batch size and the row's position, while 1-3 rows take other kernels
+(measured for the compact policy, `tests/policy/test_base.py`); padded, a decision does not depend on what else
+is in its batch, so an episode's outcome does not depend on `--envs`, the backend or a resume point."""
+
+
+def pad_rows(value, rows: int = MIN_ROWS):
+    """A batch-first tensor, list, or dict of them with its last row repeated up to `rows` rows (unchanged when
+    it has that many); the caller keeps the first B rows of whatever is computed from it."""
+    if isinstance(value, dict):
+        return {name: pad_rows(item, rows) for name, item in value.items()}
+    missing = rows - len(value)
+    if missing <= 0:
+        return value
+    if isinstance(value, torch.Tensor):
+        return torch.cat([value, value[-1:].expand(missing, *value.shape[1:])])
+    return list(value) + [value[-1]] * missing
 
 
 def observation_batch(observations: list[dict], instructions: list[str]) -> dict[str, Any]:

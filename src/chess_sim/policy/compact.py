@@ -100,6 +100,7 @@ class CompactPolicy(nn.Module):
         self.normalizer = normalizer or Normalizer.identity(self.config.action_dim)
         self.chunk, self.action_dim, self.steps = self.config.chunk, self.config.action_dim, self.config.steps
         self.chain_dim = self.action_dim
+        self.image_size = self.config.image_size
         width = self.config.width
         grid = (self.config.image_size // 16) ** 2
         self.cameras = nn.ModuleDict({name: _CameraEncoder(width) for name in CAMERAS})

@@ -85,6 +85,7 @@ class SmolVLAFlowPolicy(nn.Module):
         config = lerobot.config
         self.chunk, self.action_dim = config.chunk_size, ACTION_DIM
         self.chain_dim, self.steps = config.max_action_dim, config.num_steps
+        self.image_size = None  # resized with padding inside, to a size above the frames'
         self.tokenizer = lerobot.model.vlm_with_expert.processor.tokenizer
 
     @classmethod

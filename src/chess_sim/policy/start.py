@@ -69,6 +69,7 @@ class SteeredPolicy(nn.Module):
         self.base = base
         self.start = start if start is not None else StartDistribution(features or feature_size(base))
         self.chunk, self.action_dim, self.chain_dim, self.steps = base.chunk, base.action_dim, base.chain_dim, base.steps
+        self.image_size = base.image_size
         self.normalizer = base.normalizer
 
     def encode(self, batch: dict[str, Any]) -> Any:

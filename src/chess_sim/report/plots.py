@@ -118,13 +118,12 @@ def _stacked_ends(axes, x: list, counts: list[dict]) -> None:
 
 
 def _time_split(axes, updates: list[dict]) -> None:
-    """Stacked seconds per iteration: the rollout's parts (policy input, sampling, physics and rendering,
-    resets) and the PPO update."""
+    """Stacked seconds per iteration: the rollout's wall time (policy input, sampling, waiting for the simulators,
+    which work while the policy decides for the other group) and the PPO update."""
     x = [line["iteration"] for line in updates]
     bottom = [0.0] * len(x)
-    parts = [("prep", "observation batching"), ("sample", "policy sampling"), ("env", "physics + rendering"),
-             ("reset", "resets")]
-    for (key, label), colour in zip(parts, ("tab:olive", "tab:blue", "tab:orange", "tab:gray")):
+    parts = [("prep", "observation batching"), ("sample", "policy sampling"), ("env", "waiting for simulators")]
+    for (key, label), colour in zip(parts, ("tab:olive", "tab:blue", "tab:orange")):
         seconds = [(line.get("rollout_parts") or {}).get(key, 0.0) for line in updates]
         axes.bar(x, seconds, bottom=bottom, color=colour, label=label)
         bottom = [b + value for b, value in zip(bottom, seconds)]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from chess_sim.policy.base import observation_batch
+from chess_sim.policy.base import observation_batch, pad_rows
 from chess_sim.rl.flow_rl import FlowRL
 from chess_sim.rl.storage import Decision, Storage, split_prefix
 
@@ -35,13 +35,16 @@ class RolloutDriver:
     def __init__(self, model: FlowRL, generator: torch.Generator, storage: Storage, on_done=None):
         self.model, self.generator, self.storage = model, generator, storage
         self.rows: list[dict] = []
-        self.parts = {"prep": 0.0, "sample": 0.0}
+        self.parts = {"prep": 0.0, "sample": 0.0, "physics": 0.0, "render": 0.0, "resets": 0.0}
+        """Seconds: `prep` and `sample` of the policy in this process (wall); `physics`, `render` and `resets`
+        summed over the simulators (CPU seconds of their processes)."""
         self.on_done = on_done
 
     def start(self, index: int, observation: dict, info: dict) -> _Episode:
+        self.parts["resets"] += info.get("reset_s", 0.0)
         return _Episode(index, observation, info)
 
-    def filmed(self, episode: _Episode) -> bool:
+    def filmed(self, index: int) -> bool:
         return False
 
     def forget(self, episode: _Episode) -> None:
@@ -59,7 +62,9 @@ class RolloutDriver:
         noise = torch.randn(size, policy.steps, policy.chunk, policy.chain_dim, generator=self.generator)
         spread_draw = torch.randn(size, 1, generator=self.generator) if self.model.explores_spread else None
         prepared = time.perf_counter()
-        sample = self.model.sample(batch, x0, noise, spread_draw)
+        # padded rows make each decision independent of the batch; only the first `size` rows are kept
+        sample = self.model.sample(pad_rows(batch), pad_rows(x0), pad_rows(noise),
+                                   None if spread_draw is None else pad_rows(spread_draw))
         chunks = self.model.actions(sample.chain).numpy()
         self.parts["prep"] += prepared - began
         self.parts["sample"] += time.perf_counter() - prepared
@@ -76,6 +81,8 @@ class RolloutDriver:
         from chess_sim.sim.judge import episode_row
 
         episode.decisions[-1].reward = float(result.reward)
+        self.parts["physics"] += result.info.get("physics_s", 0.0)
+        self.parts["render"] += result.info.get("render_s", 0.0)
         episode.total += result.reward
         episode.observation, episode.info = result.observation, result.info
         if not (result.terminated or result.truncated):

@@ -26,6 +26,7 @@ import torch
 
 from chess_sim import jsonl, runs
 from chess_sim.config import EnvConfig, EvalConfig, RewardConfig, RLConfig
+from chess_sim.policy.base import observed_env
 from chess_sim.report.summary import summarize
 from chess_sim.rl.check import self_check, write_report
 from chess_sim.rl.flow_rl import FlowRL, cast_prefix
@@ -64,6 +65,12 @@ def build(policy_dir: Path, cfg: RLConfig) -> tuple[FlowRL, torch.optim.Optimize
     return model, torch.optim.AdamW(groups, weight_decay=0.0)
 
 
+def training_env(model: FlowRL, env_cfg: EnvConfig) -> EnvConfig:
+    """The simulators of training rollouts: episodes end once their outcome is settled, and observations come at
+    the policy's input size."""
+    return observed_env(model.policy, replace(env_cfg, early_stop=True))
+
+
 def collect(model: FlowRL, vec, cfg: RLConfig, first_index: int, generator: torch.Generator, bar=None):
     """One iteration's rollout of `cfg.run.episodes` training episodes: (storage, episode rows, time parts)."""
     from chess_sim.rl.rollout import RolloutDriver
@@ -75,8 +82,7 @@ def collect(model: FlowRL, vec, cfg: RLConfig, first_index: int, generator: torc
     driver = RolloutDriver(model, generator, storage, on_done)
     drive(vec, cfg.run.train_seed, list(range(first_index, first_index + cfg.run.episodes)), driver, clock=clock)
     storage.finish(cfg.ppo.gamma, cfg.ppo.lam)
-    parts = {"prep": driver.parts["prep"], "sample": driver.parts["sample"], "env": clock["env"],
-             "reset": clock["reset"], "rounds": clock["rounds"]}
+    parts = {**driver.parts, "env": clock["env"], "rounds": clock["rounds"]}
     return storage, driver.rows, parts
 
 
@@ -106,7 +112,7 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
         out.mkdir(parents=True, exist_ok=True)
         runs.write_args(out / "args.json", args)
         _checkpoint(out, "last", model, optimizer, generator, state)  # resumable from the first second
-    train_env = replace(env_cfg, early_stop=True)
+    train_env = training_env(model, env_cfg)
     scalars = _tensorboard(out) if cfg.run.tensorboard else None
     started = time.perf_counter() - state["elapsed_s"]
     line: dict = {}

@@ -11,6 +11,7 @@ import numpy as np
 
 from chess_sim.config import TRAIN_SEED, EnvConfig, RewardConfig, profile
 from chess_sim.sim.expert import rest_pose
+from chess_sim.sim.images import resize_image
 from chess_sim.sim.judge import Judge
 from chess_sim.sim.scene import Scene, build_scene, place_task
 from chess_sim.sim.sim_state import ContactReader, Units, snapshot
@@ -33,9 +34,11 @@ class ChessEnv(gym.Env):
     clipped to them; a wrong shape or a non-finite value raises `ValueError`.
 
     ## Observation space
-    `{"pixels": {"front": (H, W, 3) uint8, "wrist": (H, W, 3) uint8}, "agent_pos": (6,) float32}`: the two
-    cameras and the measured joint positions in the action's units. Without rendering (`EnvConfig.render`
-    False) only `agent_pos`. Every array is a fresh copy.
+    `{"pixels": {"front": (S, S, 3) uint8, "wrist": (S, S, 3) uint8}, "agent_pos": (6,) float32}`: the two
+    cameras and the measured joint positions in the action's units. The cameras render `CameraConfig.height x
+    width` frames (datasets and videos keep those); S x S is `CameraConfig.observation_size`, the frame resized
+    (antialiased), or the frame itself when that is None. Without rendering (`EnvConfig.render` False) only
+    `agent_pos`. Every array is a fresh copy.
 
     ## Rewards
     `RewardConfig`: `success` once on success; `lift` once when the target is first cleanly lifted;
@@ -76,14 +79,18 @@ class ChessEnv(gym.Env):
                                            dtype=np.float32)
         spaces = {"agent_pos": gym.spaces.Box(self.units.lower.astype(np.float32),
                                               self.units.upper.astype(np.float32), dtype=np.float32)}
-        size = (self.cfg.camera.height, self.cfg.camera.width, 3)
+        camera = self.cfg.camera
+        size = (camera.height, camera.width, 3)
+        if camera.observation_size is not None:
+            size = (camera.observation_size, camera.observation_size, 3)
         if self.cfg.render:
             spaces["pixels"] = gym.spaces.Dict({name: gym.spaces.Box(0, 255, size, dtype=np.uint8)
                                                 for name in CAMERAS})
         self.observation_space = gym.spaces.Dict(spaces)
         self._renderer: mujoco.Renderer | None = None
         self.render_seconds = 0.0
-        """Wall time spent rendering since construction (for time splits)."""
+        """CPU seconds of this process spent rendering (and resizing observations) since construction: time
+        splits stay true when processes share cores."""
         self._scene_seed = seed
         self._index = -1
         self.task: Task | None = None
@@ -185,6 +192,18 @@ class ChessEnv(gym.Env):
         """(6,) float32 joint targets that hold the rest pose, in LeRobot units."""
         return self.units.to_units(self.rest_rad).astype(np.float32)
 
+    def time_physics(self, actions) -> float:
+        """Seconds that the bare physics (`mj_step` only: no judge, reward or observation) of a chunk (T, 6) takes
+        from the current state, run on a scratch copy: the episode is left as it was."""
+        controls = self._to_ctrl(np.asarray(actions, dtype=np.float64))
+        data = copy.copy(self.data)
+        started = time.perf_counter()
+        for ctrl in controls:
+            data.ctrl[:] = ctrl
+            for _ in range(self.substeps):
+                mujoco.mj_step(self.model, data)
+        return time.perf_counter() - started
+
     def save_state(self):
         """Everything a step changes, to try something from here and come back (`restore_state`)."""
         return copy.copy(self.data), copy.deepcopy(self.judge), self.steps, set(self._rewarded)
@@ -242,8 +261,19 @@ class ChessEnv(gym.Env):
     def _observation(self) -> dict:
         observation = self._state_obs()
         if self.cfg.render:
-            observation["pixels"] = self.camera_images()
+            observation["pixels"] = self.observation_images()
         return observation
+
+    def observation_images(self) -> dict[str, np.ndarray]:
+        """The cameras as the observation holds them: `camera_images()` at `CameraConfig.observation_size`."""
+        size = self.cfg.camera.observation_size
+        frames = self.camera_images()
+        if size is None:
+            return frames
+        started = time.process_time()
+        resized = {name: resize_image(frame, size, size) for name, frame in frames.items()}
+        self.render_seconds += time.process_time() - started
+        return resized
 
     def camera_images(self) -> dict[str, np.ndarray]:
         """Fresh `(H, W, 3)` uint8 images of the `front` and `wrist` cameras."""
@@ -253,8 +283,8 @@ class ChessEnv(gym.Env):
         """A fresh image of a named camera (`front`, `wrist` or `overview`)."""
         if self._renderer is None:
             self._renderer = mujoco.Renderer(self.model, self.cfg.camera.height, self.cfg.camera.width)
-        started = time.perf_counter()
+        started = time.process_time()
         self._renderer.update_scene(self.data, camera=self.scene.cameras[camera])
         image = self._renderer.render()  # a new array on every call
-        self.render_seconds += time.perf_counter() - started
+        self.render_seconds += time.process_time() - started
         return image

@@ -250,7 +250,12 @@ def _knight_parts(segments: int) -> list[_Mesh]:
     ]
 
 
-def piece_mesh(kind: str, segments: int = 24) -> tuple[np.ndarray, np.ndarray]:
+RENDER_SEGMENTS = 16
+"""Sides of the pieces' lathed render meshes: 16 instead of 24 saves ~3 ms per two-camera observation (#21); at
+256 pixels the facets stay under a pixel wide in the front camera."""
+
+
+def piece_mesh(kind: str, segments: int = RENDER_SEGMENTS) -> tuple[np.ndarray, np.ndarray]:
     """Render mesh in the piece frame: vertices (V, 3) float32 in metres, faces (F, 3) int32.
 
     Closed, outward-facing (counter-clockwise seen from outside); the knight is several closed sub-meshes.

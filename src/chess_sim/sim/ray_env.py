@@ -1,8 +1,8 @@
 """The Ray backend of `VecChessEnv`: each simulator is a Ray actor, placed anywhere in a cluster.
 
-The contract is VecChessEnv's (`reset_many`, `step_many`, `expert_many`, `restarts`, `close`): commands go out
-to every named actor first and the answers (observations travel in Ray's object store) are gathered after, so
-the simulators run in parallel. An actor lost with its process or node is replaced by a new one, which resets
+The contract is VecChessEnv's (`reset_many`, `step_many`, `expert_many`, `restarts`, `close`), with one simulator
+per actor (Ray places actors on the cluster's cores itself): commands go out to every named actor first and the
+answers (observations travel in Ray's object store) are gathered after, so the simulators run in parallel. An actor lost with its process or node is replaced by a new one, which resets
 its episode from the start (`info["restarted"]`), exactly as a dead local worker. Same scenes and same outcomes
 as the local backend: each actor runs the same `ChessEnv`, and the policy stays in the driver.
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections import deque
 
 from chess_sim.config import EnvConfig, RewardConfig
 from chess_sim.sim import vec_env
@@ -54,17 +55,11 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
         raise RayBackendError(f"no Ray cluster answers at {address} ({error.strerror or error})") from None
 
 
-class _Simulator:
-    """The actor: one ChessEnv answering VecChessEnv's commands."""
-
-    def __init__(self, cfg: EnvConfig, reward: RewardConfig | None):
-        self.simulator = vec_env.Simulator(cfg, reward)
+class _Host(vec_env.Host):
+    """The actor: `vec_env.Host` of one simulator, answering VecChessEnv's command batches."""
 
     def pid(self) -> int:
         return os.getpid()
-
-    def answer(self, command: str, payload):
-        return vec_env.answer(self.simulator, command, payload)
 
 
 class RayVecChessEnv(vec_env.VecChessEnv):
@@ -76,30 +71,32 @@ class RayVecChessEnv(vec_env.VecChessEnv):
         import ray
 
         connect()
-        self._actor_class = ray.remote(num_cpus=cpus, max_restarts=0)(_Simulator)
-        super().__init__(n, cfg, seconds, reward)
+        self._actor_class = ray.remote(num_cpus=cpus, max_restarts=0)(_Host)
+        self._pending: dict[int, deque] = {}
+        """Each actor's submitted calls (object references), oldest first."""
+        super().__init__(n, cfg, seconds, reward, processes=n)
 
     def _start(self, worker: int) -> None:
-        self._workers[worker] = self._actor_class.remote(self.cfg, self.reward)
+        self._workers[worker] = self._actor_class.remote(self.cfg, self.reward, self.envs_of(worker))
+        self._pending[worker] = deque()  # answers of a replaced actor are never awaited
 
-    def pid(self, worker: int) -> int:
+    def pid(self, env: int) -> int:
         import ray
 
-        return ray.get(self._workers[worker].pid.remote())
+        return ray.get(self._workers[env].pid.remote())
 
-    def _exchange(self, messages: dict[int, tuple]) -> dict[int, object]:
-        """Submit all, then gather all; a lost actor answers None (after being replaced)."""
+    def _send(self, worker: int, batch: list) -> bool:
+        self._pending[worker].append(self._workers[worker].answer_all.remote(batch))
+        return True
+
+    def _receive(self, worker: int) -> list | None:
+        """The actor's next answer list, or None when the actor was lost."""
         import ray
 
-        pending = {worker: self._workers[worker].answer.remote(*message) for worker, message in messages.items()}
-        answers = {}
-        for worker, reference in pending.items():
-            try:
-                answers[worker] = ray.get(reference)
-            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError):
-                answers[worker] = None
-        vec_env.raise_worker_errors(answers)
-        return answers
+        try:
+            return ray.get(self._pending[worker].popleft())
+        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError):
+            return None
 
     def _stop(self, worker: int) -> None:
         import ray

@@ -1,24 +1,34 @@
-"""VecChessEnv: many ChessEnv simulators in worker processes, stepped together one chunk at a time.
+"""VecChessEnv: many ChessEnv simulators in a few worker processes, stepped together one chunk at a time.
 
-`reset_many({worker: (seed, index)})` and `step_many({worker: chunk (T, 6)})` send every named worker its
-command first and then collect the answers, so the simulators run in parallel. A worker that dies (crash,
-kill) is restarted and its episode reset from the start: its answer then carries `info["restarted"] = True`
-with the fresh reset observation (reward 0, not done), the caller drops what it had of that episode, and
-`restarts` counts it. `make_vec_env(..., backend="ray")` gives the same contract over Ray actors
-(`ray_env.py`): only the transport (`_start`, `_exchange`, `_stop`, `close`, `pid`) differs.
+`--envs` counts simulators; they live in `processes` worker processes (one per core by default), several to a
+process, so one policy batch serves many episodes while every core simulates. Simulator `e` lives in process
+`e % processes`. `reset_many({env: (seed, index)})` and `step_many({env: chunk (T, 6)})` send every process its
+simulators' commands first and then collect the answers, so the processes run in parallel (each steps its own
+simulators one after another). A process that dies (crash, kill) is restarted and every episode it held is reset
+from the start: that simulator's next answer carries `info["restarted"] = True` with the fresh reset observation
+(reward 0, not done), the caller drops what it had of that episode, and `restarts` counts the processes
+restarted. `make_vec_env(..., backend="ray")` gives the same contract over Ray actors (`ray_env.py`), one
+simulator per actor: only the transport (`_start`, `_send`, `_receive`, `_stop`, `close`, `pid`) differs.
+Worker processes run single-threaded (BLAS and the software rasteriser): one process per core.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import time
-from dataclasses import dataclass, replace
+from collections import deque
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
 
 from chess_sim.config import BACKENDS, EnvConfig, RewardConfig
+
+SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "LP_NUM_THREADS": "1"}
+"""The environment of worker processes: each is one core's work, so its libraries must not spawn threads that
+compete with the other workers (llvmpipe and OpenBLAS would start one per core)."""
 
 
 class StepResult(NamedTuple):
@@ -37,23 +47,9 @@ class WorkerError:
     message: str
 
 
-def _serve(connection, cfg: EnvConfig, reward: RewardConfig | None) -> None:
-    simulator = Simulator(cfg, reward)
-    try:
-        while True:
-            command, payload = connection.recv()
-            if command == "close":
-                break
-            connection.send(answer(simulator, command, payload))
-    except (EOFError, KeyboardInterrupt):
-        pass
-    finally:
-        simulator.close()
-
-
 class Simulator:
-    """What a worker serves: a ChessEnv (rendering through EGL unless the caller chose another backend) and the
-    scripted expert beside it."""
+    """What a worker serves for one simulator: a ChessEnv (rendering through EGL unless the caller chose another
+    backend) and the scripted expert beside it."""
 
     def __init__(self, cfg: EnvConfig, reward: RewardConfig | None):
         os.environ.setdefault("MUJOCO_GL", "egl")
@@ -67,8 +63,36 @@ class Simulator:
         self.env.close()
 
 
+class Host:
+    """The simulators of one worker process, by simulator index; answers a batch of commands in order."""
+
+    def __init__(self, cfg: EnvConfig, reward: RewardConfig | None, envs: list[int]):
+        self.simulators = {env: Simulator(cfg, reward) for env in envs}
+
+    def answer_all(self, batch: list[tuple[int, str, object]]) -> list:
+        return [answer(self.simulators[env], command, payload) for env, command, payload in batch]
+
+    def close(self) -> None:
+        for simulator in self.simulators.values():
+            simulator.close()
+
+
+def _serve(connection, cfg: EnvConfig, reward: RewardConfig | None, envs: list[int]) -> None:
+    host = Host(cfg, reward, envs)
+    try:
+        while True:
+            batch = connection.recv()
+            if batch is None:
+                break
+            connection.send(host.answer_all(batch))
+    except (EOFError, KeyboardInterrupt):
+        pass
+    finally:
+        host.close()
+
+
 def answer(simulator: Simulator, command: str, payload):
-    """A worker's answer to one command, or a `WorkerError` when the simulator refused or failed it."""
+    """A simulator's answer to one command, or a `WorkerError` when it refused or failed it."""
     try:
         return _answer(simulator, command, payload)
     except Exception as error:  # noqa: BLE001 - reported to the caller, which decides
@@ -77,115 +101,210 @@ def answer(simulator: Simulator, command: str, payload):
 
 def _answer(simulator: Simulator, command: str, payload):
     env = simulator.env
+    started, rendered = time.process_time(), env.render_seconds
     if command == "reset":
         seed, index, options = payload
         observation, info = env.reset(seed=seed, options={"index": index})
+        info["reset_s"] = time.process_time() - started
+        if options.get("film"):
+            info["frames"] = [env.camera_images()]
         if options.get("check_expert"):
             info["expert_solvable"] = simulator.expert.solves()
         return observation, info
-    started, rendered = time.perf_counter(), env.render_seconds
+    if command == "physics":
+        return env.time_physics(payload)
     what, film = payload
     answer = env.step_chunk(what, film=film) if command == "step" else simulator.expert.chunk(what, film=film)
     info = answer[-1]
     info["render_s"] = env.render_seconds - rendered
-    info["physics_s"] = time.perf_counter() - started - info["render_s"]
+    info["physics_s"] = time.process_time() - started - info["render_s"]
     return answer
 
 
 def make_vec_env(n: int, cfg: EnvConfig, seconds: float | None = None, reward: RewardConfig | None = None,
-                 backend: str = "local") -> "VecChessEnv":
+                 backend: str = "local", processes: int | None = None) -> "VecChessEnv":
+    """`n` simulators on `backend`; locally in `processes` worker processes (None: one per core, at most n)."""
     if backend == "ray":
         from chess_sim.sim.ray_env import RayVecChessEnv
 
         return RayVecChessEnv(n, cfg, seconds, reward)
     if backend != "local":
         raise ValueError(f"unknown simulator backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    return VecChessEnv(n, cfg, seconds, reward)
+    return VecChessEnv(n, cfg, seconds, reward, processes)
+
+
+class _Restarted(NamedTuple):
+    observation: dict
+    info: dict
+
+
+def _as_result(command: str, answer):
+    """A worker's raw answer as the caller gets it: steps as StepResult (a restarted episode: its fresh reset,
+    reward 0, not done), resets as (observation, info)."""
+    if command == "reset":
+        return (answer.observation, answer.info) if isinstance(answer, _Restarted) else answer
+    if command == "physics":
+        return answer
+    if isinstance(answer, _Restarted):
+        return StepResult(answer.observation, 0.0, False, False, answer.info)
+    return StepResult(*answer)
+
+
+@dataclass
+class Ticket:
+    """Commands submitted to the simulators and not yet collected (`VecChessEnv.submit`)."""
+
+    commands: dict[int, str]
+    """The command of every simulator asked."""
+    batches: dict[int, list] = field(default_factory=dict)
+    """What each process was sent: [(env, command, payload)]."""
+    generations: dict[int, int] = field(default_factory=dict)
+    """Each process's restart count when sent: a later restart answers from its resets."""
+    sent: set[int] = field(default_factory=set)
+    """The processes the batches reached (a dead one is restarted when collected)."""
+    ready: dict[int, object] = field(default_factory=dict)
+    """Answers known without asking: restarted episodes not yet delivered."""
 
 
 class VecChessEnv:
-    """`n` simulators in spawned worker processes; episodes of `seconds` (None: the config's length), rewards
-    from `reward` (None: the default terms)."""
+    """`n` simulators in `processes` spawned worker processes (None: one per core, at most `n`); episodes of
+    `seconds` (None: the config's length), rewards from `reward` (None: the default terms)."""
 
-    def __init__(self, n: int, cfg: EnvConfig, seconds: float | None = None, reward: RewardConfig | None = None):
+    def __init__(self, n: int, cfg: EnvConfig, seconds: float | None = None, reward: RewardConfig | None = None,
+                 processes: int | None = None):
         if n < 1:
             raise ValueError(f"VecChessEnv needs at least one worker, got {n}")
+        if processes is not None and processes < 1:
+            raise ValueError(f"VecChessEnv needs at least one process, got {processes}")
         self.cfg = cfg if seconds is None else replace(cfg, episode_seconds=seconds)
         self.n = n
+        self.processes = min(n, processes or os.cpu_count() or 1)
         self.reward = reward
         self.restarts = 0
         self._context = mp.get_context("spawn")
-        self._workers: list = [None] * n
+        self._workers: list = [None] * self.processes
         self._jobs: list = [None] * n
-        """The (seed, index, options) each worker is running: what a restart re-runs."""
-        for worker in range(n):
+        """The (seed, index, options) each simulator is running: what a restart re-runs."""
+        self._restarted: dict[int, _Restarted] = {}
+        """Fresh resets of simulators whose process died while they were not being asked: their next answer."""
+        self._generations = [0] * self.processes
+        """Restarts of each process so far."""
+        self._in_flight: deque[Ticket] = deque()
+        for worker in range(self.processes):
             self._start(worker)
+
+    def envs_of(self, worker: int) -> list[int]:
+        """The simulators that live in worker process `worker`."""
+        return list(range(worker, self.n, self.processes))
 
     def _start(self, worker: int) -> None:
         parent, child = self._context.Pipe()
-        process = self._context.Process(target=_serve, args=(child, self.cfg, self.reward), daemon=True)
-        process.start()
+        process = self._context.Process(target=_serve, args=(child, self.cfg, self.reward, self.envs_of(worker)),
+                                        daemon=True)
+        with _environment(SINGLE_THREADED):
+            process.start()
         child.close()
         self._workers[worker] = (process, parent)
 
-    def pid(self, worker: int) -> int:
-        return self._workers[worker][0].pid
+    def pid(self, env: int) -> int:
+        """The process id of the worker that runs simulator `env`."""
+        return self._workers[env % self.processes][0].pid
 
     def reset_many(self, jobs: dict[int, tuple]) -> dict[int, tuple[dict, dict]]:
-        """{worker: (seed, index) or (seed, index, options)} -> {worker: (observation, info)}."""
-        for worker, job in jobs.items():
-            seed, index, *rest = job
-            self._jobs[worker] = (seed, index, rest[0] if rest else {})
-        results = self._exchange({worker: ("reset", self._jobs[worker]) for worker in jobs})
-        out = {}
-        for worker, answer in results.items():
-            if answer is None:  # died during the reset: the restart already reset it
-                out[worker] = self._restarted(worker)
-            else:
-                out[worker] = answer
-        return out
+        """{env: (seed, index) or (seed, index, options)} -> {env: (observation, info)}."""
+        return self._exchange({env: ("reset", job) for env, job in jobs.items()})
 
     def step_many(self, chunks: dict[int, np.ndarray], film: frozenset[int] = frozenset()) -> dict[int, StepResult]:
-        """{worker: chunk (T, 6)} -> {worker: StepResult}; workers in `film` also return every step's camera
+        """{env: chunk (T, 6)} -> {env: StepResult}; simulators in `film` also return every step's camera
         images in `info["frames"]`. See the module docstring for restarts."""
-        return self._answers({worker: ("step", (np.asarray(chunk), worker in film))
-                              for worker, chunk in chunks.items()})
+        return self._exchange({env: ("step", (chunk, env in film)) for env, chunk in chunks.items()})
 
     def expert_many(self, steps: dict[int, int], film: frozenset[int] = frozenset()) -> dict[int, StepResult]:
-        """{worker: T}: the scripted expert drives each named simulator for up to T steps (as `step_many`)."""
-        return self._answers({worker: ("expert", (count, worker in film)) for worker, count in steps.items()})
+        """{env: T}: the scripted expert drives each named simulator for up to T steps (as `step_many`)."""
+        return self._exchange({env: ("expert", (count, env in film)) for env, count in steps.items()})
 
-    def _answers(self, messages: dict[int, tuple]) -> dict[int, StepResult]:
-        results = self._exchange(messages)
-        out = {}
-        for worker, answer in results.items():
-            if answer is None:
-                observation, info = self._restarted(worker)
-                out[worker] = StepResult(observation, 0.0, False, False, info)
+    def physics_many(self, chunks: dict[int, np.ndarray]) -> dict[int, float]:
+        """{env: chunk (T, 6)} -> {env: seconds of `mj_step` alone for the chunk} (`ChessEnv.time_physics`; the
+        episodes are left as they were): raw physics speed on these same processes, for benchmarks."""
+        return self._exchange({env: ("physics", chunk) for env, chunk in chunks.items()})
+
+    def _exchange(self, commands: dict[int, tuple]) -> dict[int, object]:
+        return self.collect(self.submit(commands))
+
+    def submit(self, commands: dict[int, tuple[str, object]]) -> "Ticket":
+        """Send commands without waiting: {env: ("reset", (seed, index[, options])) | ("step", (chunk, film)) |
+        ("expert", (T, film)) | ("physics", chunk)}. The simulators work while the caller does something else;
+        `collect` the tickets in the order they were submitted (each process answers in order)."""
+        ticket = Ticket(commands={env: command for env, (command, _) in commands.items()})
+        for env, (command, payload) in commands.items():
+            if command == "reset":
+                seed, index, *rest = payload
+                payload = self._jobs[env] = (seed, index, rest[0] if rest else {})
+                self._restarted.pop(env, None)  # a new episode replaces the one a restart re-ran
+            elif command in ("step", "physics"):
+                payload = (np.asarray(payload[0]), payload[1]) if command == "step" else np.asarray(payload)
+            if env in self._restarted:
+                ticket.ready[env] = self._restarted.pop(env)
             else:
-                out[worker] = StepResult(*answer)
-        return out
+                ticket.batches.setdefault(env % self.processes, []).append((env, command, payload))
+        for worker, batch in ticket.batches.items():
+            ticket.generations[worker] = self._generations[worker]
+            if self._send(worker, batch):
+                ticket.sent.add(worker)
+        self._in_flight.append(ticket)
+        return ticket
 
-    def _exchange(self, messages: dict[int, tuple]) -> dict[int, object]:
-        """Send all, then receive all; a dead worker answers None (after being restarted)."""
-        sent = {}
-        for worker, message in messages.items():
-            try:
-                self._workers[worker][1].send(message)
-                sent[worker] = True
-            except (BrokenPipeError, OSError):
-                sent[worker] = False
-        answers = {}
-        for worker in messages:
-            answer = None
-            if sent[worker]:
-                try:
-                    answer = self._workers[worker][1].recv()
-                except (EOFError, ConnectionResetError, OSError):
-                    answer = None
-            answers[worker] = answer
+    def collect(self, ticket: "Ticket") -> dict[int, object]:
+        """The answers of a submitted ticket, by env: StepResult for steps, (observation, info) for resets,
+        seconds for physics; a simulator whose process died answers its restarted episode (see the module
+        docstring)."""
+        if not self._in_flight or self._in_flight[0] is not ticket:
+            raise RuntimeError("tickets must be collected in the order they were submitted")
+        self._in_flight.popleft()
+        answers = dict(ticket.ready)
+        for worker, batch in ticket.batches.items():
+            envs = [env for env, _, _ in batch]
+            if ticket.generations[worker] != self._generations[worker]:
+                # restarted after this was sent: the restart reset these episodes
+                answers.update({env: self._restarted.pop(env) for env in envs})
+                continue
+            replies = self._receive(worker) if worker in ticket.sent else None
+            answers.update(self._restart(worker, envs) if replies is None else zip(envs, replies))
         raise_worker_errors(answers)
-        return answers
+        return {env: _as_result(ticket.commands[env], answers[env]) for env in ticket.commands}
+
+    def _send(self, worker: int, batch: list) -> bool:
+        try:
+            self._workers[worker][1].send(batch)
+            return True
+        except (BrokenPipeError, OSError):
+            return False
+
+    def _receive(self, worker: int) -> list | None:
+        """The next answer list of a process, or None when it died."""
+        try:
+            return self._workers[worker][1].recv()
+        except (EOFError, ConnectionResetError, OSError):
+            return None
+
+    def _restart(self, worker: int, asked: list[int]) -> dict[int, _Restarted]:
+        """Restart a dead process and reset every episode it held: answers for the simulators `asked` now, the
+        others' kept for their next command (or for tickets already in flight to the dead process)."""
+        self._stop(worker)
+        self.restarts += 1
+        self._generations[worker] += 1
+        self._start(worker)
+        envs = [env for env in self.envs_of(worker) if self._jobs[env] is not None]
+        replies = None
+        if self._send(worker, [(env, "reset", self._jobs[env]) for env in envs]):
+            replies = self._receive(worker)
+        if replies is None:
+            raise RuntimeError(f"simulator process {worker} died again right after a restart")
+        raise_worker_errors(dict(zip(envs, replies)))
+        fresh = {env: _Restarted(observation, {**info, "restarted": True})
+                 for env, (observation, info) in zip(envs, replies)}
+        self._restarted.update({env: answer for env, answer in fresh.items() if env not in asked})
+        return {env: fresh[env] for env in asked}
 
     def _stop(self, worker: int) -> None:
         process, connection = self._workers[worker]
@@ -194,20 +313,10 @@ class VecChessEnv:
         if process.is_alive():
             process.kill()
 
-    def _restarted(self, worker: int) -> tuple[dict, dict]:
-        self._stop(worker)
-        self.restarts += 1
-        self._start(worker)
-        answer = self._exchange({worker: ("reset", self._jobs[worker])})[worker]
-        if answer is None:
-            raise RuntimeError(f"simulator worker {worker} died again right after a restart")
-        observation, info = answer
-        return observation, {**info, "restarted": True}
-
     def close(self) -> None:
         for process, connection in self._workers:
             try:
-                connection.send(("close", None))
+                connection.send(None)
             except (BrokenPipeError, OSError):
                 pass
             connection.close()
@@ -222,7 +331,22 @@ class VecChessEnv:
         self.close()
 
 
+@contextlib.contextmanager
+def _environment(variables: dict[str, str]):
+    """Set environment variables for what starts inside (a spawned process copies them), then restore them."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def raise_worker_errors(answers: dict[int, object]) -> None:
-    for worker, answer in answers.items():
+    for env, answer in answers.items():
         if isinstance(answer, WorkerError):
-            raise RuntimeError(f"simulator worker {worker}: {answer.message}")
+            raise RuntimeError(f"simulator {env}: {answer.message}")

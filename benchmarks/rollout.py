@@ -1,0 +1,132 @@
+"""RL rollout speed against raw physics (issue #21). Prints one JSON object.
+
+    .venv/bin/python benchmarks/rollout.py [--policy models/baseline] [--episodes 64] [--repeats 3]
+                                           [--envs N] [--eval-episodes 200]
+
+Each repeat collects `episodes` training episodes exactly as `chess-sim rl` does (the compact profile: its noise,
+start spread, simulator count and observation size), then replays the same number of the rollout's own chunks as
+bare physics (`mj_step` only, `VecChessEnv.physics_many`) on the same worker processes, one chunk per simulator
+per round, each from a simulator's episode start. `ratio` = rollout decisions/s over raw physics decisions/s;
+the headline figures are medians over the repeats. The core-second split sums the workers' physics (with
+judging), rendering (with the resize to the policy's input) and resets, and this process's policy decisions, all
+in CPU seconds (true when the processes share the cores).
+`eval_200_s` is the wall time of a noise-free evaluation of the policy on the first `eval-episodes` test scenes
+(0 skips it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from chess_sim.config import RL_PROFILES, TRAIN_SEED, EvalConfig, profile  # noqa: E402
+from chess_sim.eval import evaluate  # noqa: E402
+from chess_sim.rl.rollout import RolloutDriver  # noqa: E402
+from chess_sim.rl.storage import Storage  # noqa: E402
+from chess_sim.rl.train import build, training_env  # noqa: E402
+from chess_sim.scheduler import drive  # noqa: E402
+from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
+
+FIRST_SCENE = 900_000
+"""Training scenes far beyond any run's: the benchmark never shares scenes with an experiment."""
+
+
+class _Recording(RolloutDriver):
+    """The training rollout's driver, keeping every chunk it decides (for the raw-physics replay)."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.chunks: list[np.ndarray] = []
+        self.policy_cpu_s = 0.0
+
+    def decide(self, episodes):
+        began = time.process_time()
+        chunks = super().decide(episodes)
+        self.policy_cpu_s += time.process_time() - began
+        self.chunks.extend(chunks.values())
+        return chunks
+
+
+def rollout(model, vec, cfg, first: int, generator) -> dict:
+    driver = _Recording(model, generator, Storage())
+    clock: dict = {}
+    began = time.perf_counter()
+    drive(vec, cfg.run.train_seed, list(range(first, first + cfg.run.episodes)), driver, clock=clock)
+    wall = time.perf_counter() - began
+    decisions = len(driver.chunks)
+    raw = raw_physics(vec, cfg.run.train_seed, first, driver.chunks)
+    core = {"physics": driver.parts["physics"], "rendering": driver.parts["render"],
+            "policy": driver.policy_cpu_s, "resets": driver.parts["resets"]}
+    return {"decisions": decisions, "episodes": len(driver.rows), "wall_s": wall,
+            "decisions_per_s": decisions / wall, "raw_physics_decisions_per_s": decisions / raw,
+            "ratio": raw / wall, "core_s": core, "main_process_wall_s": {
+                "decide": clock["decide"], "waiting_for_simulators": clock["env"]}}
+
+
+def raw_physics(vec, seed: int, first: int, chunks: list[np.ndarray]) -> float:
+    """Wall seconds for the bare physics of `chunks` on all simulators in parallel, one chunk each per round."""
+    vec.reset_many({env: (seed, first + env) for env in range(vec.n)})
+    wall = 0.0
+    for start in range(0, len(chunks), vec.n):
+        batch = {env: chunk for env, chunk in enumerate(chunks[start:start + vec.n])}
+        began = time.perf_counter()
+        vec.physics_many(batch)
+        wall += time.perf_counter() - began
+    return wall
+
+
+def main() -> None:
+    compact = RL_PROFILES["compact"]
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--policy", type=Path, default=Path("models/baseline"))
+    parser.add_argument("--episodes", type=int, default=compact.run.episodes, help="training episodes per repeat")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--envs", type=int, default=compact.run.envs, help="simulators (default: the profile's)")
+    parser.add_argument("--eval-episodes", type=int, default=200)
+    args = parser.parse_args()
+    cfg = replace(compact, run=replace(compact.run, episodes=args.episodes, envs=args.envs))
+    torch.set_num_threads(cfg.run.torch_threads)
+    model, _ = build(args.policy, cfg)
+    generator = torch.Generator().manual_seed(cfg.run.seed)
+    env_cfg = training_env(model, profile("baseline"))
+    began = time.perf_counter()
+    with make_vec_env(cfg.run.envs, env_cfg) as vec:
+        startup = time.perf_counter() - began
+        rollout(model, vec, replace(cfg, run=replace(cfg.run, episodes=vec.n)), FIRST_SCENE - vec.n, generator)
+        repeats = [rollout(model, vec, cfg, FIRST_SCENE + r * args.episodes, generator) for r in range(args.repeats)]
+        processes = vec.processes
+    result = {
+        "policy": str(args.policy), "envs": cfg.run.envs, "processes": processes, "cores": os.cpu_count(),
+        "observation_size": env_cfg.camera.observation_size, "episodes_per_repeat": args.episodes,
+        "simulator_startup_s": startup,
+        **{key: statistics.median(r[key] for r in repeats)
+           for key in ("decisions_per_s", "raw_physics_decisions_per_s", "ratio")},
+        "ratio_target": 0.4, "repeats": repeats,
+    }
+    total = {part: sum(r["core_s"][part] for r in repeats) for part in repeats[0]["core_s"]}
+    decisions = sum(r["decisions"] for r in repeats)
+    result["core_ms_per_decision"] = {part: 1000 * seconds / decisions for part, seconds in total.items()}
+    if args.eval_episodes:
+        torch.set_num_threads(torch.get_num_threads())
+        with tempfile.TemporaryDirectory() as tmp:
+            began = time.perf_counter()
+            summary, _, _ = evaluate(args.policy, Path(tmp) / "eval",
+                                     EvalConfig(episodes=args.eval_episodes, envs=cfg.run.envs), profile("baseline"))
+            result[f"eval_{args.eval_episodes}_s"] = time.perf_counter() - began
+            result[f"eval_{args.eval_episodes}_success"] = summary["success"]
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

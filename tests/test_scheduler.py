@@ -1,0 +1,123 @@
+"""The episode scheduler against an in-process fake of VecChessEnv: every scene runs once to its end, the
+simulator groups take turns (one policy batch per group), the schedule is reproducible, restarts are forgotten,
+filmed scenes ask for frames at their reset."""
+
+from collections import deque
+
+import pytest
+
+from chess_sim.scheduler import drive, groups_of
+from chess_sim.sim.vec_env import StepResult
+
+
+class FakeVec:
+    """Simulators whose episode of scene i lasts 1 + i % 3 chunks; `die` = {(env, call): True} makes that
+    simulator's answer to its call-th command a restarted episode."""
+
+    def __init__(self, n: int, processes: int, die=()):
+        self.n, self.processes = n, processes
+        self.scene = {}
+        self.chunks = {}
+        self.calls = {env: 0 for env in range(n)}
+        self.die = set(die)
+        self.log = []
+        self.queue = deque()
+        self.reset_options = {}
+
+    def submit(self, commands):
+        self.log.append(("submit", sorted(commands)))
+        self.queue.append(commands)
+        return commands
+
+    def collect(self, ticket):
+        assert self.queue.popleft() is ticket, "collected out of order"
+        answers = {}
+        for env, (command, payload) in ticket.items():
+            self.calls[env] += 1
+            if command == "reset":
+                seed, index, options = payload
+                self.scene[env], self.chunks[env] = index, 0
+                self.reset_options[index] = options
+                answers[env] = ({"env": env}, {"index": index})
+            elif (env, self.calls[env]) in self.die:
+                self.chunks[env] = 0
+                answers[env] = StepResult({}, 0.0, False, False, {"index": self.scene[env], "restarted": True})
+            else:
+                self.chunks[env] += 1
+                done = self.chunks[env] == 1 + self.scene[env] % 3
+                answers[env] = StepResult({}, 1.0, done, False, {"index": self.scene[env]})
+        return answers
+
+
+class Recorder:
+    def __init__(self, films=()):
+        self.batches, self.finished, self.forgotten, self.films = [], [], [], set(films)
+
+    def start(self, index, observation, info):
+        return {"index": index, "chunks": 0}
+
+    def decide(self, episodes):
+        self.batches.append(sorted(episodes))
+        return {worker: [[0.0] * 6] for worker in episodes}
+
+    def step(self, episode, result):
+        episode["chunks"] += 1
+        if result.terminated:
+            self.finished.append((episode["index"], episode["chunks"]))
+        return result.terminated
+
+    def forget(self, episode):
+        self.forgotten.append(episode["index"])
+
+    def filmed(self, index):
+        return index in self.films
+
+
+def test_groups_hold_simulators_of_every_process():
+    assert groups_of(FakeVec(8, 2), 2) == [[0, 1, 4, 5], [2, 3, 6, 7]]
+    assert groups_of(FakeVec(5, 2), 2) == [[0, 1, 4], [2, 3]]
+    assert groups_of(FakeVec(2, 2), 2) == [[0, 1]]  # too few simulators for a second group
+    assert groups_of(FakeVec(6, 2), 1) == [[0, 1, 2, 3, 4, 5]]
+
+
+def test_every_scene_runs_once_to_its_end_and_groups_take_turns():
+    vec, driver = FakeVec(8, 2), Recorder()
+    clock = {}
+    drive(vec, 1, list(range(20)), driver, clock=clock)
+    assert sorted(driver.finished) == [(i, 1 + i % 3) for i in range(20)]
+    members = groups_of(vec, 2)
+    for batch in driver.batches:  # one policy batch never mixes the groups
+        assert set(batch) <= set(members[0]) or set(batch) <= set(members[1])
+    first_group = [set(batch) <= set(members[0]) for batch in driver.batches]
+    assert first_group[:4] == [True, False, True, False]  # the groups alternate while both are busy
+    assert clock["rounds"] == len(vec.log) and clock["decide"] >= 0
+
+
+def test_the_schedule_depends_only_on_the_episodes():
+    runs = []
+    for _ in range(2):
+        vec, driver = FakeVec(6, 2), Recorder()
+        drive(vec, 1, list(range(15)), driver)
+        runs.append((vec.log, driver.batches, driver.finished))
+    assert runs[0] == runs[1]
+
+
+def test_a_restarted_episode_is_forgotten_and_run_again():
+    vec, driver = FakeVec(4, 2, die={(0, 2)}), Recorder()  # simulator 0 dies on its first chunk
+    drive(vec, 1, list(range(6)), driver)
+    assert driver.forgotten == [0]
+    assert sorted(driver.finished) == [(i, 1 + i % 3) for i in range(6)]
+
+
+@pytest.mark.parametrize("groups", [1, 2, 3])
+def test_any_group_count_finishes_everything(groups):
+    vec, driver = FakeVec(6, 2), Recorder()
+    drive(vec, 1, list(range(11)), driver, groups=groups)
+    assert sorted(index for index, _ in driver.finished) == list(range(11))
+
+
+def test_filmed_scenes_ask_for_frames_at_their_reset():
+    vec, driver = FakeVec(2, 2), Recorder(films={1})
+    drive(vec, 1, [0, 1, 2], driver, options={"check_expert": True})
+    assert vec.reset_options[1] == {"check_expert": True, "film": True}
+    assert vec.reset_options[0] == vec.reset_options[2] == {"check_expert": True}
