@@ -25,20 +25,21 @@ def tiny_policy_dir(tmp_path_factory):
 
 @pytest.fixture
 def kill_worker_at_step(monkeypatch):
-    """`kill_worker_at_step(vec_class, call)`: the `call`-th `step_many` of any `vec_class` first SIGKILLs
-    simulator 0's process, so a test sees a worker die mid-episode."""
+    """`kill_worker_at_step(vec_class, call)`: the `call`-th batch of commands with chunks to step that any
+    `vec_class` is sent first SIGKILLs simulator 0's process, so a test sees a worker die mid-episode."""
     import signal
 
     def arm(vec_class, call: int) -> None:
-        original, calls = vec_class.step_many, []
+        original, calls = vec_class.submit, []
 
-        def step_and_kill(self, chunks, film=frozenset()):
-            calls.append(1)
-            if len(calls) == call:
-                os.kill(self.pid(0), signal.SIGKILL)
-            return original(self, chunks, film)
+        def submit_and_kill(self, commands):
+            if any(command == "step" for command, _ in commands.values()):
+                calls.append(1)
+                if len(calls) == call:
+                    os.kill(self.pid(0), signal.SIGKILL)
+            return original(self, commands)
 
-        monkeypatch.setattr(vec_class, "step_many", step_and_kill)
+        monkeypatch.setattr(vec_class, "submit", submit_and_kill)
 
     return arm
 

@@ -10,6 +10,7 @@ from gymnasium.utils.env_checker import check_env
 from chess_sim.config import CameraConfig, profile
 from chess_sim.sim.env import ChessEnv
 from chess_sim.sim.expert import ExpertDriver
+from chess_sim.sim.images import resize_image
 
 SEED = 5_500_001
 
@@ -127,3 +128,23 @@ def test_diverging_simulation_ends_unstable_without_raising(physics_env):
     observation, _, terminated, _, info = physics_env.step(physics_env.rest_action())
     assert terminated and info["end"] == "unstable"
     assert np.all(np.isfinite(observation["agent_pos"]))
+
+
+def test_observations_at_a_policy_size_are_the_resized_frames():
+    small = ChessEnv(replace(profile("baseline"), camera=CameraConfig(64, 64, observation_size=24)))
+    observation, _ = small.reset(seed=7, options={"index": 2})
+    assert small.observation_space["pixels"]["front"].shape == (24, 24, 3)
+    frames = small.camera_images()
+    assert frames["wrist"].shape == (64, 64, 3)  # videos and datasets keep the frames
+    for name in ("front", "wrist"):
+        np.testing.assert_array_equal(observation["pixels"][name], resize_image(frames[name], 24, 24))
+    small.close()
+
+
+def test_a_render_scale_renders_the_observation_smaller():
+    direct = ChessEnv(replace(profile("baseline"), camera=CameraConfig(64, 64, observation_size=24,
+                                                                       observation_scale=1.0)))
+    observation, _ = direct.reset(seed=7, options={"index": 2})
+    np.testing.assert_array_equal(observation["pixels"]["front"], direct.render_camera("front", (24, 24)))
+    assert not np.array_equal(observation["pixels"]["front"], resize_image(direct.camera_images()["front"], 24, 24))
+    direct.close()

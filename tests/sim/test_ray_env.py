@@ -12,7 +12,7 @@ from chess_sim.eval import evaluate
 from chess_sim.sim.ray_env import RayVecChessEnv
 
 ENV = replace(profile("baseline"), episode_seconds=2.0, camera=CameraConfig(64, 64))
-EVAL = EvalConfig(episodes=3, envs=2)
+EVAL = EvalConfig(episodes=3, envs=4)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -24,6 +24,17 @@ def ray_cluster():
     connect(num_cpus=2)
     yield
     ray.shutdown()
+
+
+def test_more_simulators_than_cpus_share_fewer_actors():
+    import numpy as np
+
+    with RayVecChessEnv(3, ENV) as vec:  # the local instance has 2 CPUs: a third actor could never start
+        assert vec.processes == 2 and vec.pid(0) == vec.pid(2) != vec.pid(1)
+        resets = vec.reset_many({env: (7, 50 + env) for env in range(3)})
+        assert [resets[env][1]["index"] for env in range(3)] == [50, 51, 52]
+        hold = np.tile(resets[2][0]["agent_pos"], (50, 1))
+        assert vec.step_many({2: hold})[2].info["steps"] == 50
 
 
 @pytest.mark.slow

@@ -149,3 +149,4 @@ def test_a_new_episode_replaces_a_pending_restart(shared):
     observation, info = shared.reset_many({3: (SEED, 40)})[3]  # simulator 3's re-run episode is replaced
     assert info["index"] == 40 and "restarted" not in info
     assert shared.step_many({3: chunk})[3].info["steps"] == 50
+

@@ -87,7 +87,7 @@ class ChessEnv(gym.Env):
             spaces["pixels"] = gym.spaces.Dict({name: gym.spaces.Box(0, 255, size, dtype=np.uint8)
                                                 for name in CAMERAS})
         self.observation_space = gym.spaces.Dict(spaces)
-        self._renderer: mujoco.Renderer | None = None
+        self._renderers: dict[tuple[int, int], mujoco.Renderer] = {}
         self.render_seconds = 0.0
         """CPU seconds of this process spent rendering (and resizing observations) since construction: time
         splits stay true when processes share cores."""
@@ -184,9 +184,9 @@ class ChessEnv(gym.Env):
         return self.render_camera("front")
 
     def close(self):
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
+        for renderer in self._renderers.values():
+            renderer.close()
+        self._renderers.clear()
 
     def rest_action(self) -> np.ndarray:
         """(6,) float32 joint targets that hold the rest pose, in LeRobot units."""
@@ -265,26 +265,34 @@ class ChessEnv(gym.Env):
         return observation
 
     def observation_images(self) -> dict[str, np.ndarray]:
-        """The cameras as the observation holds them: `camera_images()` at `CameraConfig.observation_size`."""
-        size = self.cfg.camera.observation_size
-        frames = self.camera_images()
-        if size is None:
-            return frames
+        """The cameras as the observation holds them: at `CameraConfig.observation_size`, rendered at the frame
+        size or at `observation_scale` times the observation size (same field of view), and resized."""
+        camera = self.cfg.camera
+        if camera.observation_size is None:
+            return self.camera_images()
+        size = camera.observation_size
+        scale = camera.observation_scale
+        shrink = 1.0 if scale is None else min(1.0, size * scale / camera.height)
+        rendered = (round(camera.height * shrink), round(camera.width * shrink))
+        frames = {name: self.render_camera(name, rendered) for name in CAMERAS}
         started = time.process_time()
         resized = {name: resize_image(frame, size, size) for name, frame in frames.items()}
         self.render_seconds += time.process_time() - started
         return resized
 
     def camera_images(self) -> dict[str, np.ndarray]:
-        """Fresh `(H, W, 3)` uint8 images of the `front` and `wrist` cameras."""
+        """Fresh `(H, W, 3)` uint8 frames of the `front` and `wrist` cameras at the configured frame size."""
         return {name: self.render_camera(name) for name in CAMERAS}
 
-    def render_camera(self, camera: str) -> np.ndarray:
-        """A fresh image of a named camera (`front`, `wrist` or `overview`)."""
-        if self._renderer is None:
-            self._renderer = mujoco.Renderer(self.model, self.cfg.camera.height, self.cfg.camera.width)
+    def render_camera(self, camera: str, size: tuple[int, int] | None = None) -> np.ndarray:
+        """A fresh image of a named camera (`front`, `wrist` or `overview`), `size` (height, width) or the frame
+        size."""
+        size = size or (self.cfg.camera.height, self.cfg.camera.width)
+        if size not in self._renderers:
+            self._renderers[size] = mujoco.Renderer(self.model, *size)
+        renderer = self._renderers[size]
         started = time.process_time()
-        self._renderer.update_scene(self.data, camera=self.scene.cameras[camera])
-        image = self._renderer.render()  # a new array on every call
+        renderer.update_scene(self.data, camera=self.scene.cameras[camera])
+        image = renderer.render()  # a new array on every call
         self.render_seconds += time.process_time() - started
         return image

@@ -1,8 +1,9 @@
 """The Ray backend of `VecChessEnv`: each simulator is a Ray actor, placed anywhere in a cluster.
 
-The contract is VecChessEnv's (`reset_many`, `step_many`, `expert_many`, `restarts`, `close`), with one simulator
-per actor (Ray places actors on the cluster's cores itself): commands go out to every named actor first and the
-answers (observations travel in Ray's object store) are gathered after, so the simulators run in parallel. An actor lost with its process or node is replaced by a new one, which resets
+The contract is VecChessEnv's (`reset_many`, `step_many`, `expert_many`, `submit`/`collect`, `restarts`, `close`),
+with actors in place of worker processes, one per simulator up to the cluster's CPU count: commands go out to
+every actor first and the answers (observations travel in Ray's object store) are gathered after, so the
+simulators run in parallel. An actor lost with its process or node is replaced by a new one, which resets
 its episode from the start (`info["restarted"]`), exactly as a dead local worker. Same scenes and same outcomes
 as the local backend: each actor runs the same `ChessEnv`, and the policy stays in the driver.
 
@@ -63,8 +64,9 @@ class _Host(vec_env.Host):
 
 
 class RayVecChessEnv(vec_env.VecChessEnv):
-    """`n` simulators as Ray actors of `cpus` CPUs each, in the cluster `connect` joined (a local Ray instance
-    if none)."""
+    """`n` simulators in Ray actors of `cpus` CPUs each, in the cluster `connect` joined (a local Ray instance
+    if none): one actor per simulator while the cluster has the CPUs for them, else as many actors as it has
+    CPUs, each hosting several simulators (an actor that cannot be placed would wait forever)."""
 
     def __init__(self, n: int, cfg: EnvConfig, seconds: float | None = None, reward: RewardConfig | None = None,
                  cpus: float = 1.0):
@@ -74,7 +76,8 @@ class RayVecChessEnv(vec_env.VecChessEnv):
         self._actor_class = ray.remote(num_cpus=cpus, max_restarts=0)(_Host)
         self._pending: dict[int, deque] = {}
         """Each actor's submitted calls (object references), oldest first."""
-        super().__init__(n, cfg, seconds, reward, processes=n)
+        actors = max(1, int(ray.cluster_resources().get("CPU", 1) // cpus))
+        super().__init__(n, cfg, seconds, reward, processes=min(n, actors))
 
     def _start(self, worker: int) -> None:
         self._workers[worker] = self._actor_class.remote(self.cfg, self.reward, self.envs_of(worker))
@@ -83,7 +86,7 @@ class RayVecChessEnv(vec_env.VecChessEnv):
     def pid(self, env: int) -> int:
         import ray
 
-        return ray.get(self._workers[env].pid.remote())
+        return ray.get(self._workers[env % self.processes].pid.remote())
 
     def _send(self, worker: int, batch: list) -> bool:
         self._pending[worker].append(self._workers[worker].answer_all.remote(batch))
@@ -104,7 +107,7 @@ class RayVecChessEnv(vec_env.VecChessEnv):
         ray.kill(self._workers[worker], no_restart=True)
 
     def close(self) -> None:
-        for worker in range(self.n):
+        for worker in range(self.processes):
             if self._workers[worker] is not None:
                 self._stop(worker)
 

@@ -7,8 +7,9 @@ simulators' commands first and then collect the answers, so the processes run in
 simulators one after another). A process that dies (crash, kill) is restarted and every episode it held is reset
 from the start: that simulator's next answer carries `info["restarted"] = True` with the fresh reset observation
 (reward 0, not done), the caller drops what it had of that episode, and `restarts` counts the processes
-restarted. `make_vec_env(..., backend="ray")` gives the same contract over Ray actors (`ray_env.py`), one
-simulator per actor: only the transport (`_start`, `_send`, `_receive`, `_stop`, `close`, `pid`) differs.
+restarted. `make_vec_env(..., backend="ray")` gives the same contract over Ray actors (`ray_env.py`), one per
+simulator while the cluster has the CPUs: only the transport (`_start`, `_send`, `_receive`, `_stop`, `close`,
+`pid`) differs.
 Worker processes run single-threaded (BLAS and the software rasteriser): one process per core.
 """
 
