@@ -154,3 +154,18 @@ def test_help_lists_every_config_field_once_with_its_default(verb, tree, capsys)
     if verb == "rl":
         assert "--ratio {element,step,chunk}" in text and "--steer, --no-steer" in text
         assert "[smolvla 100, compact 64]" in text  # a field the profiles set differently shows both values
+
+
+def test_a_policy_config_with_a_wrong_type_is_one_line(tmp_path, capsys):
+    from chess_sim.config import CompactConfig
+    from chess_sim.policy.base import Normalizer
+    from chess_sim.policy.compact import CompactPolicy
+
+    policy = tmp_path / "policy"
+    CompactPolicy(CompactConfig(width=32, layers=1, heads=2, image_size=32, steps=2), Normalizer.identity()).save(policy)
+    config = json.loads((policy / "config.json").read_text())
+    config["config"]["chunk"] = "abc"
+    (policy / "config.json").write_text(json.dumps(config))
+    assert main(["eval", "--policy", str(policy), "--episodes", "1", "--out", str(tmp_path / "eval")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "chunk must be an integer, got 'abc'" in err[0]

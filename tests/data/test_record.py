@@ -73,11 +73,18 @@ def test_interrupted_then_resumed_equals_one_uninterrupted_run(tmp_path):
     assert load(parts).num_episodes == 1  # loadable as it stands after the stop
     with pytest.raises(RecordError, match="--resume"):
         record(parts, CFG, rec, SEED, 3, workers=1)
-    # what a hard kill during the next episode can leave: a half-written file and LeRobot's image folder
+    # what a hard kill during the next episode can leave: a half-written file, LeRobot's image folder and its
+    # streaming encoder's temporary videos (a folder of the user's own beside them stays)
     (parts / "data" / "chunk-000" / "file-001.parquet").write_bytes(b"PAR1 half")
     (parts / "images").mkdir()
+    for stream in ("front", "wrist"):
+        (parts / f"tmp_{stream}").mkdir()
+        (parts / f"tmp_{stream}" / f"observation.images.{stream}_streaming.mp4").write_bytes(b"\0" * 64)
+    (parts / "tmp_notes").mkdir()
+    (parts / "tmp_notes" / "mine.txt").write_text("keep")
     summary = record(parts, CFG, rec, SEED, 3, workers=1, resume=True)
     assert summary["finished"]
+    assert sorted(path.name for path in parts.glob("tmp*")) == ["tmp_notes"]
     a, b = load(whole), load(parts)
     assert a.num_episodes == b.num_episodes and a.num_frames == b.num_frames
     assert read_progress(whole).saved == read_progress(parts).saved

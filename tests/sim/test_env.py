@@ -148,3 +148,17 @@ def test_a_render_scale_renders_the_observation_smaller():
     np.testing.assert_array_equal(observation["pixels"]["front"], direct.render_camera("front", (24, 24)))
     assert not np.array_equal(observation["pixels"]["front"], resize_image(direct.camera_images()["front"], 24, 24))
     direct.close()
+
+
+@pytest.mark.parametrize("corrupt", ["qvel", "qpos"])
+def test_a_simulation_that_blows_up_ends_as_unstable(corrupt):
+    env = ChessEnv(replace(profile("baseline"), render=False))
+    env.reset(seed=7, options={"index": 1})
+    piece = env.scene.model.body(env.contacts.bodies[env.target_slot]).jntadr[0]
+    if corrupt == "qvel":
+        env.data.qvel[env.model.jnt_dofadr[piece]] = 1e12  # MuJoCo resets the data after this step
+    else:
+        env.data.qpos[env.model.jnt_qposadr[piece]] = np.nan
+    _, _, terminated, truncated, info = env.step(env.rest_action())
+    assert info["end"] == "unstable" and terminated and not truncated
+    assert np.all(np.isfinite(env.state()))

@@ -3,7 +3,7 @@ evaluation, and RL fine-tuning as a tree (`RLConfig` = run + PPO + noise + start
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 from chess_sim.config.base import (ACTION_DIM, CHUNK, DENOISE_STEPS, TEST_SEED, TRAIN_SEED, VALIDATION_SEED, at_least,
@@ -60,6 +60,14 @@ class CompactConfig:
     """A: joints."""
     steps: int = DENOISE_STEPS
     """K: Euler steps of the sampler."""
+
+    def __post_init__(self):
+        for item in fields(self):  # also read from a policy's config.json, where anything can stand
+            value = getattr(self, item.name)
+            require(isinstance(value, int) and not isinstance(value, bool),
+                    f"{item.name} must be an integer, got {value!r}")
+        at_least(self, 1, *(item.name for item in fields(self)))
+        require(self.width % self.heads == 0, f"width {self.width} is not a multiple of heads {self.heads}")
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ import numpy as np
 
 from chess_sim import atomic
 from chess_sim.config import JOINT_NAMES, EnvConfig, RecordConfig
+from chess_sim.data.integrity import DatasetFilesError, checked_metadata, repo_id
 from chess_sim.sim.episodes import expert_episode, ordered_map
 
 PROGRESS_FILE = "meta/chess_sim.json"
@@ -196,7 +197,7 @@ def _open_dataset(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, epis
         _roll_back_to_commit(root, progress)
         progress.episodes = max(progress.episodes, episodes)
         progress.finished = False
-        dataset = LeRobotDataset.resume(_repo_id(root), root=root, rgb_encoder=encoder, **_streaming(cfg))
+        dataset = LeRobotDataset.resume(repo_id(root), root=root, rgb_encoder=encoder, **_streaming(cfg))
         return dataset, progress
     if root.exists() and any(root.iterdir()):
         if progress is not None and not progress.finished:
@@ -206,16 +207,12 @@ def _open_dataset(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, epis
         raise RecordError(f"{root} exists and is not empty; choose a new --out (or --resume a recording)")
     if root.exists():
         root.rmdir()  # empty (checked above); LeRobot creates the directory itself
-    dataset = LeRobotDataset.create(_repo_id(root), fps=cfg.physics.control_hz, features=features(cfg),
+    dataset = LeRobotDataset.create(repo_id(root), fps=cfg.physics.control_hz, features=features(cfg),
                                     root=root, robot_type="so101_follower", use_videos=True,
                                     rgb_encoder=encoder, **_streaming(cfg))
     progress = Progress(seed=seed, episodes=episodes, env=_config_dict(cfg), record=asdict(rec))
     _commit(root, progress)
     return dataset, progress
-
-
-def _repo_id(root: Path) -> str:
-    return f"chess-sim/{root.name}"
 
 
 def _roll_back_to_commit(root: Path, progress: Progress) -> None:
@@ -234,6 +231,15 @@ def _roll_back_to_commit(root: Path, progress: Progress) -> None:
             if chunk * chunk_size + int(path.stem.split("-")[1]) >= saved:
                 path.unlink()
     shutil.rmtree(root / "images", ignore_errors=True)
+    for leftover in encoder_leftovers(root):
+        shutil.rmtree(leftover)
+
+
+def encoder_leftovers(root: Path) -> list[Path]:
+    """Folders that LeRobot's streaming video encoder left in the dataset root when the recording was killed
+    mid-episode: `tmpXXXXXXXX/` holding only `*_streaming.mp4` files (the episode in progress, never saved)."""
+    return [folder for folder in sorted(root.glob("tmp*")) if folder.is_dir() and any(folder.iterdir())
+            and all(item.is_file() and item.name.endswith("_streaming.mp4") for item in folder.iterdir())]
 
 
 def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: int, workers: int = 2,
@@ -309,7 +315,7 @@ def _save(dataset, root: Path, episode: Episode, encoder, cfg: EnvConfig):
                            "observation.state": episode.state[t], "action": episode.action[t], "task": task})
     dataset.save_episode(parallel_encoding=False)
     dataset.finalize()
-    return LeRobotDataset.resume(_repo_id(root), root=root, rgb_encoder=encoder, **_streaming(cfg))
+    return LeRobotDataset.resume(repo_id(root), root=root, rgb_encoder=encoder, **_streaming(cfg))
 
 
 def _episode_meta(episode: Episode, dataset_index: int | None) -> dict:
@@ -337,16 +343,11 @@ def _summary(root: Path, progress: Progress, frames: int, seconds: float, timing
 def inspect(root: Path) -> dict:
     """What a dataset holds: episodes, frames, pieces, instructions and feature statistics, read back
     through LeRobot's loader (so what it prints is what any LeRobot tool sees)."""
-    from lerobot.datasets.lerobot_dataset import LeRobotDatasetMetadata
-
     root = Path(root)
-    if not (root / "meta" / "info.json").is_file():
-        raise RecordError(f"{root} is not a LeRobot dataset (no meta/info.json)")
     try:
-        meta = LeRobotDatasetMetadata(_repo_id(root), root=root)
-    except Exception as error:  # noqa: BLE001 - LeRobot's many ways of failing on a damaged folder are bad input here
-        first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise RecordError(f"{root} holds damaged LeRobot metadata ({type(error).__name__}: {first})") from None
+        meta = checked_metadata(root)
+    except DatasetFilesError as error:
+        raise RecordError(str(error)) from None
     progress = read_progress(root)
     saved = progress.saved if progress else []
     stats = {}

@@ -27,6 +27,7 @@ import torch
 from chess_sim import jsonl, runs
 from chess_sim.config import (CHUNK, POLICY_KINDS, VALIDATION_SEED, CompactConfig, EnvConfig, EvalConfig, TrainConfig,
                               profile)
+from chess_sim.data.integrity import DatasetFilesError, checked_metadata, repo_id
 from chess_sim.policy.base import FlowPolicy, Normalizer, flow_matching_loss
 from chess_sim.policy.compact import CompactPolicy
 
@@ -44,17 +45,17 @@ def open_dataset(root: Path, chunk: int, recovery: bool = True):
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     root = Path(root)
-    if not (root / "meta" / "info.json").is_file():
-        raise TrainError(f"{root} is not a LeRobot dataset (no meta/info.json)")
-    info = json.loads((root / "meta" / "info.json").read_text())
+    try:
+        meta = checked_metadata(root)
+    except DatasetFilesError as error:
+        raise TrainError(str(error)) from None
     needed = {"observation.images.front", "observation.images.wrist", "observation.state", "action"}
-    missing = needed - set(info.get("features", {}))
+    missing = needed - set(meta.features)
     if missing:
         raise TrainError(f"{root} lacks the features {sorted(missing)} a chess-sim policy needs")
-    fps = info["fps"]
     episodes = None if recovery else _clean_episodes(root)
-    return LeRobotDataset(f"chess-sim/{root.name}", root=root, episodes=episodes,
-                          delta_timestamps={"action": [i / fps for i in range(chunk)]})
+    return LeRobotDataset(repo_id(root), root=root, episodes=episodes,
+                          delta_timestamps={"action": [i / meta.fps for i in range(chunk)]})
 
 
 def _clean_episodes(root: Path) -> list[int]:

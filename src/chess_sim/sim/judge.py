@@ -47,7 +47,8 @@ class Snapshot:
     board_top: float
     target_speed: float
     max_speed: float
-    """Largest linear speed of any piece (m/s); inf when MuJoCo flagged a bad acceleration."""
+    """Largest linear speed of any piece (m/s); inf when MuJoCo flagged a bad position, velocity or acceleration
+    (and reset its data)."""
     jaws_on_target: int
     """How many jaw pads touch the target (0, 1 or 2)."""
     gripper_touches_target: bool

@@ -88,6 +88,11 @@ class ContactReader:
         return max(best, 0.0)
 
 
+BLOWN_UP = (mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL, mujoco.mjtWarning.mjWARN_BADQACC)
+"""MuJoCo's warnings for a simulation that blew up: it then resets the data to the model's initial state, which
+looks finite and calm, so the warning counters (cleared at every reset) are what tells."""
+
+
 def snapshot(scene: Scene, data: mujoco.MjData, contacts: ContactReader, start: np.ndarray, target: int,
              goal_xy: np.ndarray, clearance_within_mm: float) -> Snapshot:
     """Judge snapshot of `data`. The gripper clearance is computed only when the target is within
@@ -100,7 +105,7 @@ def snapshot(scene: Scene, data: mujoco.MjData, contacts: ContactReader, start: 
     near_goal = 1000.0 * np.sqrt(offset @ offset) <= clearance_within_mm
     clearance = contacts.clearance(data, target) if (near_goal and not touching) else 0.0
     max_speed = float(speeds.max())
-    if not np.isfinite(max_speed) or data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number > 0:
+    if not np.isfinite(max_speed) or any(data.warning[warning].number > 0 for warning in BLOWN_UP):
         max_speed = float("inf")
     pad_a, pad_b = scene.jaw_geoms
     jaw_centre = 0.5 * (data.geom_xpos[pad_a] + data.geom_xpos[pad_b]) if pads == 2 else NO_POINT

@@ -1,0 +1,43 @@
+"""Damaged datasets are refused with one line before anything reads them: a missing data file (LeRobot would try
+the network) and a video cut short (LeRobot would fail deep inside a training run)."""
+
+import shutil
+
+import pytest
+
+from chess_sim.cli import main
+from chess_sim.data.integrity import DatasetFilesError, checked_metadata
+
+pytestmark = pytest.mark.slow  # the shared recorded dataset
+
+
+def damaged(demos, tmp_path, how: str):
+    root = tmp_path / "damaged"
+    shutil.copytree(demos, root)
+    if how == "data":
+        next((root / "data").rglob("*.parquet")).unlink()
+    else:
+        video = next((root / "videos").rglob("*.mp4"))
+        video.write_bytes(video.read_bytes()[:3000])
+    return root
+
+
+def test_an_intact_recording_passes(demos):
+    assert checked_metadata(demos).total_episodes == 1
+
+
+@pytest.mark.parametrize("how, words", [("data", "is missing data/"), ("video", "damaged video videos/")])
+def test_a_damaged_dataset_is_refused(demos, tmp_path, how, words):
+    with pytest.raises(DatasetFilesError, match=words):
+        checked_metadata(damaged(demos, tmp_path, how))
+
+
+@pytest.mark.parametrize("how, words", [("data", "is missing data/"), ("video", "damaged video videos/")])
+@pytest.mark.parametrize("verb", ["inspect", "train"])
+def test_the_cli_says_it_in_one_line(demos, tmp_path, capsys, how, words, verb):
+    root = damaged(demos, tmp_path, how)
+    argv = (["record", "--inspect", str(root)] if verb == "inspect"
+            else ["train", "--dataset", str(root), "--out", str(tmp_path / "run"), "--steps", "1"])
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0]
