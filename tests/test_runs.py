@@ -26,16 +26,18 @@ class _Policy:
         (Path(directory) / "config.json").write_text("{}")
 
 
-def test_a_new_run_needs_an_empty_folder_and_a_resume_needs_a_checkpoint(tmp_path):
-    open_run(tmp_path / "new", resume=False, state_file="state.pt")
+def test_a_new_run_needs_an_empty_folder_and_a_resume_needs_a_started_run(tmp_path):
+    assert open_run(tmp_path / "new", resume=False, state_file="state.pt", args_file="args.json") is False
     (tmp_path / "used").mkdir()
     (tmp_path / "used" / "x").write_text("x")
     with pytest.raises(RunError, match="not empty"):
-        open_run(tmp_path / "used", resume=False, state_file="state.pt")
+        open_run(tmp_path / "used", resume=False, state_file="state.pt", args_file="args.json")
     with pytest.raises(RunError, match="no run to resume"):
-        open_run(tmp_path / "used", resume=True, state_file="state.pt")
+        open_run(tmp_path / "used", resume=True, state_file="state.pt", args_file="args.json")
+    write_args(tmp_path / "used" / "args.json", {"lr": 1})  # killed before its first checkpoint: starts again
+    assert open_run(tmp_path / "used", resume=True, state_file="state.pt", args_file="args.json") is False
     save_checkpoint(tmp_path / "used" / "last", _Policy(), {"step": 3}, "state.pt")
-    open_run(tmp_path / "used", resume=True, state_file="state.pt")
+    assert open_run(tmp_path / "used", resume=True, state_file="state.pt", args_file="args.json") is True
     assert load_state(tmp_path / "used" / "last" / "state.pt") == {"step": 3}
 
 

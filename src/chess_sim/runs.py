@@ -22,16 +22,22 @@ class RunError(Exception):
     """A run folder that cannot be started or resumed as asked (one-line message for the CLI)."""
 
 
-def open_run(out: Path, resume: bool, state_file: str) -> None:
-    """Check that `out` can hold a new run (missing or empty) or, with `resume`, holds one with `last/<state_file>`
-    (after undoing a kill that fell between the renames of a checkpoint)."""
+def open_run(out: Path, resume: bool, state_file: str, args_file: str) -> bool:
+    """Check that `out` can hold a new run (missing or empty) or, with `resume`, holds one: True when it continues
+    from `last/<state_file>` (after undoing a kill that fell between the renames of a checkpoint), False when the
+    run starts from the beginning: a new folder, or with `resume` a run killed before its first checkpoint (its
+    arguments file is there; nothing was lost, so it starts again)."""
     out = Path(out)
     if resume:
         atomic.recover_dir(out / "last")
-        if not (out / "last" / state_file).is_file():
-            raise RunError(f"{out} has no run to resume (no last/{state_file})")
-    elif out.exists() and any(out.iterdir()):
+        if (out / "last" / state_file).is_file():
+            return True
+        if (out / args_file).is_file():
+            return False
+        raise RunError(f"{out} has no run to resume (no last/{state_file})")
+    if out.exists() and any(out.iterdir()):
         raise RunError(f"{out} exists and is not empty; choose a new --out or add --resume")
+    return False
 
 
 def write_args(path: Path, args: dict) -> None:

@@ -95,9 +95,10 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
     policy = None
     args = {"train": asdict(cfg), "dataset": str(dataset_dir), "policy": policy_kind,
             "init": None if init is None else str(init)}
-    runs.open_run(out, resume, STATE_FILE)
+    continuing = runs.open_run(out, resume, STATE_FILE, ARGS_FILE)
     if resume:
         runs.check_same_args(out / ARGS_FILE, args, _run_defining, "only --steps and the process settings")
+    if continuing:
         policy = policy_class.load(out / "last")
     elif init is not None and policy_kind == "compact":
         policy = CompactPolicy.load(init)
@@ -114,7 +115,7 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(cfg))
     step, best = 0, -1.0
     generator = torch.Generator().manual_seed(cfg.seed)
-    if resume:
+    if continuing:
         state = runs.load_state(out / "last" / STATE_FILE)
         try:
             optimizer.load_state_dict(state["optimizer"])
@@ -127,6 +128,7 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
     else:
         out.mkdir(parents=True, exist_ok=True)
         runs.write_args(out / ARGS_FILE, args)
+        _checkpoint(policy, out, optimizer, scheduler, step, best, generator)  # resumable from the first second
 
     batches = _batches(dataset, policy, cfg, generator)
     bar = Progress(cfg.steps - step, "train", unit="steps")

@@ -40,6 +40,7 @@ ITERATION_KEYS = ("iteration", "decisions", "rollout_s", "rollout_parts", "updat
                   "clipfrac", "pg_loss", "v_loss", "grad_norm", "explained_variance", "epochs_done", "kl_stop",
                   "restarts", "elapsed_s")
 STATE_FILE = "rl_state.pt"
+ARGS_FILE = "args.json"
 
 
 class RLError(runs.RunError):
@@ -98,19 +99,20 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
     torch.set_num_threads(cfg.run.torch_threads)
     args = {"policy": str(policy_dir), "profile": profile_name, "rl": asdict(cfg), "reward": asdict(reward),
             "env": asdict(env_cfg)}
-    runs.open_run(out, resume, STATE_FILE)
+    continuing = runs.open_run(out, resume, STATE_FILE, ARGS_FILE)
     if resume:
-        runs.check_same_args(out / "args.json", args, _run_defining, "only --iterations and --minutes")
+        runs.check_same_args(out / ARGS_FILE, args, _run_defining, "only --iterations and --minutes")
+    if continuing:
         policy_dir = out / "last"
     model, optimizer = build(policy_dir, cfg)
     generator = torch.Generator().manual_seed(cfg.run.seed)
     state = {"iteration": 0, "next_index": 0, "best": -1.0, "elapsed_s": 0.0}
-    if resume:
+    if continuing:
         state = _restore(out / "last", model, optimizer, generator)
         runs.trim_log(out / "log.jsonl", "iteration", state["iteration"])
     else:
         out.mkdir(parents=True, exist_ok=True)
-        runs.write_args(out / "args.json", args)
+        runs.write_args(out / ARGS_FILE, args)
         _checkpoint(out, "last", model, optimizer, generator, state)  # resumable from the first second
     train_env = training_env(model, env_cfg)
     scalars = _tensorboard(out) if cfg.run.tensorboard else None

@@ -1,0 +1,109 @@
+"""The fault tier: each long-running verb is killed with SIGKILL at random moments (seeded, at most three kills,
+each within its first seconds), then resumed to the end; what it leaves must equal an uninterrupted run's:
+nothing lost, nothing repeated."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.slow  # each verb runs three to five times in fresh processes
+
+RUNNER = Path(__file__).with_name("fault_runner.py")
+TIMING = {"rollout_s", "rollout_parts", "update_s", "elapsed_s", "val_seconds", "seconds", "steps_per_s"}
+
+
+def run_verb(verb, out, policy, dataset, resume=False, kill_after=None) -> bool:
+    """Run the verb in a fresh process group; kill it after `kill_after` seconds. True when it finished."""
+    argv = [sys.executable, str(RUNNER), verb, str(out), str(policy), str(dataset)] + (["--resume"] if resume else [])
+    process = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _, err = process.communicate(timeout=kill_after if kill_after is not None else 600)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        return False
+    assert process.returncode == 0, err.decode()[-2000:]
+    return True
+
+
+def killed_and_resumed(verb, out, policy, dataset, seed: int, window: tuple[float, float]) -> int:
+    """Kill the verb up to three times at seeded random moments within `window` seconds of each start, resume it
+    to the end; returns how many kills landed."""
+    rng = random.Random(seed)
+    kills = 0
+    finished = run_verb(verb, out, policy, dataset, kill_after=rng.uniform(*window))
+    while not finished:
+        kills += 1
+        moment = rng.uniform(*window) if kills < 3 else None
+        started = out.exists() and any(out.iterdir())  # as a user would: an empty folder is started afresh
+        finished = run_verb(verb, out, policy, dataset, resume=started, kill_after=moment)
+    return kills
+
+
+def lines(path: Path) -> list[dict]:
+    return [{k: v for k, v in json.loads(line).items() if k not in TIMING} for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def dataset(demos):
+    return demos
+
+
+def test_eval_killed_and_resumed_equals_one_run(tiny_policy_dir, dataset, tmp_path):
+    run_verb("eval", tmp_path / "whole", tiny_policy_dir, dataset)
+    kills = killed_and_resumed("eval", tmp_path / "parts", tiny_policy_dir, dataset, seed=1, window=(4.0, 9.0))
+    assert kills >= 1
+    for name in ("episodes.csv", "summary.json"):
+        assert (tmp_path / "parts" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
+
+
+def test_rl_killed_and_resumed_equals_one_run(tiny_policy_dir, dataset, tmp_path):
+    from chess_sim.policy.compact import CompactPolicy
+
+    run_verb("rl", tmp_path / "whole", tiny_policy_dir, dataset)
+    kills = killed_and_resumed("rl", tmp_path / "parts", tiny_policy_dir, dataset, seed=2, window=(6.0, 12.0))
+    assert kills >= 1
+    assert lines(tmp_path / "parts" / "log.jsonl") == lines(tmp_path / "whole" / "log.jsonl")
+    a = CompactPolicy.load(tmp_path / "parts" / "last").state_dict()
+    b = CompactPolicy.load(tmp_path / "whole" / "last").state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_train_killed_and_resumed_equals_one_run(tiny_policy_dir, dataset, tmp_path):
+    from chess_sim.policy.compact import CompactPolicy
+
+    run_verb("train", tmp_path / "whole", tiny_policy_dir, dataset)
+    kills = killed_and_resumed("train", tmp_path / "parts", tiny_policy_dir, dataset, seed=3, window=(6.0, 10.0))
+    assert kills >= 1
+    assert lines(tmp_path / "parts" / "train_log.jsonl") == lines(tmp_path / "whole" / "train_log.jsonl")
+    a = CompactPolicy.load(tmp_path / "parts" / "last").state_dict()
+    b = CompactPolicy.load(tmp_path / "whole" / "last").state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_record_killed_and_resumed_equals_one_run(tiny_policy_dir, dataset, tmp_path):
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    from chess_sim.data.integrity import checked_metadata
+    from chess_sim.data.record import encoder_leftovers, read_progress
+
+    run_verb("record", tmp_path / "whole", tiny_policy_dir, dataset)
+    kills = killed_and_resumed("record", tmp_path / "parts", tiny_policy_dir, dataset, seed=4, window=(5.0, 10.0))
+    assert kills >= 1
+    whole, parts = read_progress(tmp_path / "whole"), read_progress(tmp_path / "parts")
+    assert parts.finished and len(whole.saved) >= 1
+    assert parts.saved == whole.saved and parts.failed == whole.failed
+    assert encoder_leftovers(tmp_path / "parts") == []
+    checked_metadata(tmp_path / "parts")  # every file the episodes name is there and readable
+    a, b = (LeRobotDataset(f"chess-sim/{name}", root=tmp_path / name) for name in ("whole", "parts"))
+    assert a.num_frames == b.num_frames
+    for column in ("observation.state", "action", "episode_index", "frame_index"):
+        assert torch.equal(torch.stack(list(a.hf_dataset[column])), torch.stack(list(b.hf_dataset[column])))
