@@ -65,25 +65,16 @@ def test_eval_killed_and_resumed_equals_one_run(tiny_policy_dir, dataset, tmp_pa
         assert (tmp_path / "parts" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
 
 
-def test_rl_killed_and_resumed_equals_one_run(tiny_policy_dir, dataset, tmp_path):
+@pytest.mark.parametrize("verb, log, seed, window", [("rl", "log.jsonl", 2, (6.0, 12.0)),
+                                                     ("train", "train_log.jsonl", 3, (6.0, 10.0))])
+def test_a_weight_changing_run_killed_and_resumed_equals_one_run(tiny_policy_dir, dataset, tmp_path, verb, log, seed,
+                                                                  window):
     from chess_sim.policy.compact import CompactPolicy
 
-    run_verb("rl", tmp_path / "whole", tiny_policy_dir, dataset)
-    kills = killed_and_resumed("rl", tmp_path / "parts", tiny_policy_dir, dataset, seed=2, window=(6.0, 12.0))
+    run_verb(verb, tmp_path / "whole", tiny_policy_dir, dataset)
+    kills = killed_and_resumed(verb, tmp_path / "parts", tiny_policy_dir, dataset, seed=seed, window=window)
     assert kills >= 1
-    assert lines(tmp_path / "parts" / "log.jsonl") == lines(tmp_path / "whole" / "log.jsonl")
-    a = CompactPolicy.load(tmp_path / "parts" / "last").state_dict()
-    b = CompactPolicy.load(tmp_path / "whole" / "last").state_dict()
-    assert all(torch.equal(a[k], b[k]) for k in a)
-
-
-def test_train_killed_and_resumed_equals_one_run(tiny_policy_dir, dataset, tmp_path):
-    from chess_sim.policy.compact import CompactPolicy
-
-    run_verb("train", tmp_path / "whole", tiny_policy_dir, dataset)
-    kills = killed_and_resumed("train", tmp_path / "parts", tiny_policy_dir, dataset, seed=3, window=(6.0, 10.0))
-    assert kills >= 1
-    assert lines(tmp_path / "parts" / "train_log.jsonl") == lines(tmp_path / "whole" / "train_log.jsonl")
+    assert lines(tmp_path / "parts" / log) == lines(tmp_path / "whole" / log)
     a = CompactPolicy.load(tmp_path / "parts" / "last").state_dict()
     b = CompactPolicy.load(tmp_path / "whole" / "last").state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)

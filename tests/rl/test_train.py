@@ -129,7 +129,7 @@ def test_the_profile_is_printed_and_saved_and_every_flag_negates(policy_dir, tmp
     monkeypatch.setattr(rl_train, "run", lambda *args, **kwargs: seen.update(cfg=args[2], **kwargs) or {})
     assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "a"), "--no-steer"]) == 0
     assert "RL profile: compact" in capsys.readouterr().out
-    assert seen["profile_name"] == "compact" and not seen["cfg"].start.steer and seen["cfg"].run.envs == 2
+    assert seen["profile_name"] == "compact" and not seen["cfg"].start.steer and seen["cfg"].run.envs == 16
     assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "b"), "--profile", "smolvla", "--steer",
                  "--learn-sigma", "--no-tensorboard"]) == 0
     assert seen["profile_name"] == "smolvla" and seen["cfg"].start.steer and seen["cfg"].noise.learn_sigma
