@@ -100,16 +100,14 @@ def main() -> None:
     model, _ = build(args.policy, cfg)
     generator = torch.Generator().manual_seed(cfg.run.seed)
     env_cfg = training_env(model, profile("baseline"))
-    began = time.perf_counter()
     with make_vec_env(cfg.run.envs, env_cfg) as vec:
-        startup = time.perf_counter() - began
+        # a warm-up round (process start-up, scene compilation, first renders) that the figures leave out
         rollout(model, vec, replace(cfg, run=replace(cfg.run, episodes=vec.n)), FIRST_SCENE - vec.n, generator)
         repeats = [rollout(model, vec, cfg, FIRST_SCENE + r * args.episodes, generator) for r in range(args.repeats)]
         processes = vec.processes
     result = {
         "policy": str(args.policy), "envs": cfg.run.envs, "processes": processes, "cores": os.cpu_count(),
         "observation_size": env_cfg.camera.observation_size, "episodes_per_repeat": args.episodes,
-        "simulator_startup_s": startup,
         **{key: statistics.median(r[key] for r in repeats)
            for key in ("decisions_per_s", "raw_physics_decisions_per_s", "ratio")},
         "ratio_target": 0.4, "repeats": repeats,
@@ -118,7 +116,6 @@ def main() -> None:
     decisions = sum(r["decisions"] for r in repeats)
     result["core_ms_per_decision"] = {part: 1000 * seconds / decisions for part, seconds in total.items()}
     if args.eval_episodes:
-        torch.set_num_threads(torch.get_num_threads())
         with tempfile.TemporaryDirectory() as tmp:
             began = time.perf_counter()
             summary, _, _ = evaluate(args.policy, Path(tmp) / "eval",

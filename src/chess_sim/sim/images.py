@@ -29,8 +29,9 @@ def resize_matrix(source: int, target: int) -> np.ndarray:
         taps = np.arange(first, last)
         row = np.clip(1.0 - np.abs((taps - centre + 0.5) * inverse), 0.0, None)
         weights[i, first:last] = row / row.sum()
-    weights.setflags(write=False)
-    return weights.astype(np.float32)
+    weights = weights.astype(np.float32)
+    weights.setflags(write=False)  # cached and shared: nobody may change it
+    return weights
 
 
 def resize_image(image: np.ndarray, height: int, width: int) -> np.ndarray:

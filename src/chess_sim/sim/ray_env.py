@@ -57,7 +57,8 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
 
 
 class _Host(vec_env.Host):
-    """The actor: `vec_env.Host` of one simulator, answering VecChessEnv's command batches."""
+    """The actor: a `vec_env.Host` of its simulators (one, unless the cluster has fewer CPUs than simulators),
+    answering VecChessEnv's command batches."""
 
     def pid(self) -> int:
         return os.getpid()

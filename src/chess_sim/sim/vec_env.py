@@ -123,15 +123,15 @@ def _answer(simulator: Simulator, command: str, payload):
 
 
 def make_vec_env(n: int, cfg: EnvConfig, seconds: float | None = None, reward: RewardConfig | None = None,
-                 backend: str = "local", processes: int | None = None) -> "VecChessEnv":
-    """`n` simulators on `backend`; locally in `processes` worker processes (None: one per core, at most n)."""
+                 backend: str = "local") -> "VecChessEnv":
+    """`n` simulators on `backend`: locally one worker process per core (at most n), or Ray actors."""
     if backend == "ray":
         from chess_sim.sim.ray_env import RayVecChessEnv
 
         return RayVecChessEnv(n, cfg, seconds, reward)
     if backend != "local":
         raise ValueError(f"unknown simulator backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    return VecChessEnv(n, cfg, seconds, reward, processes)
+    return VecChessEnv(n, cfg, seconds, reward)
 
 
 class _Restarted(NamedTuple):
@@ -218,7 +218,7 @@ class VecChessEnv:
     def step_many(self, chunks: dict[int, np.ndarray], film: frozenset[int] = frozenset()) -> dict[int, StepResult]:
         """{env: chunk (T, 6)} -> {env: StepResult}; simulators in `film` also return every step's camera
         images in `info["frames"]`. See the module docstring for restarts."""
-        return self._exchange({env: ("step", (chunk, env in film)) for env, chunk in chunks.items()})
+        return self._exchange({env: ("step", (np.asarray(chunk), env in film)) for env, chunk in chunks.items()})
 
     def expert_many(self, steps: dict[int, int], film: frozenset[int] = frozenset()) -> dict[int, StepResult]:
         """{env: T}: the scripted expert drives each named simulator for up to T steps (as `step_many`)."""
@@ -227,7 +227,7 @@ class VecChessEnv:
     def physics_many(self, chunks: dict[int, np.ndarray]) -> dict[int, float]:
         """{env: chunk (T, 6)} -> {env: seconds of `mj_step` alone for the chunk} (`ChessEnv.time_physics`; the
         episodes are left as they were): raw physics speed on these same processes, for benchmarks."""
-        return self._exchange({env: ("physics", chunk) for env, chunk in chunks.items()})
+        return self._exchange({env: ("physics", np.asarray(chunk)) for env, chunk in chunks.items()})
 
     def _exchange(self, commands: dict[int, tuple]) -> dict[int, object]:
         return self.collect(self.submit(commands))
@@ -242,8 +242,6 @@ class VecChessEnv:
                 seed, index, *rest = payload
                 payload = self._jobs[env] = (seed, index, rest[0] if rest else {})
                 self._restarted.pop(env, None)  # a new episode replaces the one a restart re-ran
-            elif command in ("step", "physics"):
-                payload = (np.asarray(payload[0]), payload[1]) if command == "step" else np.asarray(payload)
             if env in self._restarted:
                 ticket.ready[env] = self._restarted.pop(env)
             else:
