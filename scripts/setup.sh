@@ -23,9 +23,10 @@ done
 
 [ -x .venv/bin/python ] || "$python_bin" -m venv .venv
 stamp=.venv/.chess-sim-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+plugin=plugins/lerobot_env_chess_sim  # LeRobot finds it by its distribution name: `lerobot-eval --env.type=chess_sim`
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$plugin/pyproject.toml" -nt "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e '.[dev,ray]'
+    .venv/bin/python -m pip install -q -e '.[dev,ray]' -e "$plugin"
     touch "$stamp"
 fi
 echo "setup: ready (.venv)"

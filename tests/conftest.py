@@ -23,6 +23,52 @@ def tiny_policy_dir(tmp_path_factory):
     return directory
 
 
+LEROBOT_IMAGE_SIZE = 32
+"""Camera side of the tiny LeRobot policies the tests build (`save_lerobot_policy`)."""
+
+
+def tiny_act_config(**overrides):
+    """A LeRobot ACTConfig small enough for the fast tier (no backbone weights are fetched)."""
+    from lerobot.policies.act.configuration_act import ACTConfig
+
+    fields = dict(device="cpu", pretrained_backbone_weights=None, chunk_size=10, n_action_steps=4, dim_model=32,
+                  dim_feedforward=64, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, latent_dim=8)
+    return ACTConfig(**{**fields, **overrides})
+
+
+def save_lerobot_policy(config, directory):
+    """A randomly initialised LeRobot policy of `config` (chess-sim's cameras at `LEROBOT_IMAGE_SIZE`, state and
+    action) with its processors, written as `lerobot-train` writes a checkpoint; returns `directory`."""
+    import torch
+    from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+
+    from chess_sim.policy.smolvla import input_features
+
+    bounds = {"min": torch.full((6,), -90.0), "max": torch.full((6,), 90.0)}
+    stats = {"observation.state": {"mean": torch.zeros(6), "std": torch.full((6,), 30.0), **bounds},
+             "action": {"mean": torch.zeros(6), "std": torch.full((6,), 20.0), **bounds},
+             **{f"observation.images.{name}": {"mean": torch.full((3, 1, 1), 0.5), "std": torch.full((3, 1, 1), 0.25)}
+                for name in ("front", "wrist")}}
+    config.input_features, config.output_features = input_features(LEROBOT_IMAGE_SIZE)
+    torch.manual_seed(0)
+    get_policy_class(config.type)(config).save_pretrained(directory)
+    for processor in make_pre_post_processors(config, dataset_stats=stats):
+        processor.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_act_dir(tmp_path_factory):
+    """A randomly initialised tiny LeRobot ACT checkpoint (`tiny_act_config`). Read-only for the tests."""
+    return save_lerobot_policy(tiny_act_config(), tmp_path_factory.mktemp("act"))
+
+
+@pytest.fixture(scope="session")
+def lerobot_policies():
+    """The builders of tiny LeRobot policies: (`tiny_act_config`, `save_lerobot_policy`, `LEROBOT_IMAGE_SIZE`)."""
+    return tiny_act_config, save_lerobot_policy, LEROBOT_IMAGE_SIZE
+
+
 @pytest.fixture
 def kill_worker_at_step(monkeypatch):
     """`kill_worker_at_step(vec_class, call)`: the `call`-th batch of commands with chunks to step that any

@@ -119,6 +119,21 @@ def test_two_policies_see_the_same_noise_draws(tmp_path):
         assert np.allclose(chunks[0][index], expected, atol=1e-6)
 
 
+def test_a_lerobot_policy_is_evaluated_the_same_whatever_the_number_of_simulators(tiny_act_dir, tmp_path):
+    files = []
+    for envs in (1, 3):
+        summary, rows, _ = evaluate(tiny_act_dir, tmp_path / str(envs), EvalConfig(episodes=3, envs=envs), ENV)
+        files.append([(tmp_path / str(envs) / name).read_bytes() for name in ("summary.json", "episodes.csv")])
+    assert files[0] == files[1]
+    # 2 s episodes, 4 actions per decision (the ACT's n_action_steps), unless an episode ends early
+    assert all(row["decisions"] == 15 or row["end"] != "timeout" for row in rows)
+
+
+def test_noise_is_refused_for_a_policy_without_a_flow_chain(tiny_act_dir, tmp_path):
+    with pytest.raises(EvalError, match="no such chain"):
+        evaluate(tiny_act_dir, tmp_path / "out", EvalConfig(episodes=1, envs=1, noise=(0.1, 0.01)), ENV)
+
+
 def test_resume_runs_only_the_missing_episodes(policy_dir, first_run, tmp_path, monkeypatch):
     out, _, _ = first_run
     partial = tmp_path / "partial"

@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--json", type=Path, help="write the summary as JSON here")
 
     evaluation = verbs.add_parser("eval", help="evaluate a policy (or the expert) on fixed scenes")
-    evaluation.add_argument("--policy", help="policy directory, or 'expert' for the scripted expert")
+    evaluation.add_argument("--policy", help="policy directory (chess-sim's, or any LeRobot policy's), or 'expert' for the scripted expert")
     evaluation.add_argument("--out", type=Path, help="output folder (new, or this evaluation's with --resume)")
     cli_args.add_config_flags(evaluation, EvalConfig, rename=EVAL_FLAGS, custom={"noise": {
         "type": cli_args.noise, "nargs": "?", "const": (NoiseConfig.sigma_start, NoiseConfig.sigma_end),

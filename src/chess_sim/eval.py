@@ -80,6 +80,8 @@ def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: boo
     is_object = not isinstance(policy, (str, Path))
     arguments = {"policy": label if is_object else str(policy), "eval": asdict(cfg), "env": asdict(env_cfg)}
     policy = policy if is_object else _open_policy(policy)
+    if cfg.noise is not None and not (policy == EXPERT or hasattr(policy, "steps")):
+        raise EvalError("--noise is the chess-sim flow policies' ReinFlow sampler; this policy has no such chain")
     rows = _prepare_out(out, arguments, resume)
     torch_threads = torch.get_num_threads()
     todo = [i for i in range(cfg.episodes) if i not in rows]
@@ -114,10 +116,10 @@ def validate(policy, directory: Path, cfg: EvalConfig, env_cfg: EnvConfig, label
 def _open_policy(policy_dir):
     if str(policy_dir) == EXPERT:
         return EXPERT
-    from chess_sim.policy.loading import load_policy
+    from chess_sim.policy.loading import load_evaluated
 
     try:
-        return load_policy(policy_dir)
+        return load_evaluated(policy_dir)
     except ValueError as error:
         raise EvalError(str(error)) from None
 
@@ -232,10 +234,14 @@ def _finish(episode: _Episode, info: dict, control_hz: int) -> dict:
 def _decide(policy, active: dict[int, _Episode], cfg: EvalConfig) -> dict[int, np.ndarray]:
     """One decision for every running episode, in one policy batch: {worker: chunk (T, 6) in SO-101 units}."""
     from chess_sim.policy.base import chunk_actions, noise_schedule, observation_batch, pad_rows, sample_chain
+    from chess_sim.policy.lerobot_policy import LeRobotPolicy
 
     workers = sorted(active)
     episodes = [active[worker] for worker in workers]
     batch = observation_batch([e.observation for e in episodes], [e.info["instruction"] for e in episodes])
+    if isinstance(policy, LeRobotPolicy):
+        chunks = policy.act(batch, [e.generator for e in episodes])
+        return {worker: chunks[i] for i, worker in enumerate(workers)}
     shape = (1, policy.chunk, policy.chain_dim)
     x0, noise = [], []
     for episode in episodes:

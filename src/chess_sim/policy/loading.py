@@ -1,5 +1,6 @@
 """Open any saved FlowPolicy directory by what its `config.json` says it holds: ours (`"kind"`) or a LeRobot
-SmolVLA checkpoint (`"type": "smolvla"`), with its learned start (`policy/start.py`) when it has one."""
+SmolVLA checkpoint (`"type": "smolvla"`), with its learned start (`policy/start.py`) when it has one; evaluation
+also opens any other LeRobot policy (`policy/lerobot_policy.py`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,18 @@ def load_policy(directory) -> FlowPolicy:
 
     policy = _load_base(directory)
     return load_start(policy, directory).eval() if has_start(directory) else policy
+
+
+def load_evaluated(directory):
+    """What `chess-sim eval` runs from `directory`: a FlowPolicy (ours, or a SmolVLA saved by chess-sim) as
+    `load_policy` opens it, else any LeRobot policy (`LeRobotPolicy`); ValueError (one line) otherwise."""
+    from chess_sim.policy.lerobot_policy import LeRobotPolicy, is_lerobot_policy
+    from chess_sim.policy.smolvla import SIDECAR
+
+    directory = Path(directory)
+    if is_lerobot_policy(directory) and not (directory / SIDECAR).is_file():
+        return LeRobotPolicy.load(directory)
+    return load_policy(directory)
 
 
 def _load_base(directory) -> FlowPolicy:

@@ -50,13 +50,14 @@ class ChessEnv(gym.Env):
     ## Episode end
     `terminated` on success, `unstable`, and (with `EnvConfig.early_stop`) on an irreversible failure;
     `truncated` at `EnvConfig.episode_seconds` (a time limit, not a terminal state: value bootstrapping
-    belongs to the learner). `info["end"]` names the end (`judge.ENDS`) and `info["measurements"]` holds
-    `clean_lift, close_lateral_mm, place_error_mm, max_tilt_deg`.
+    belongs to the learner; `_max_episode_steps` steps). `info["end"]` names the end (`judge.ENDS`),
+    `info["is_success"]` says whether it is a success (False on reset and while running, as LeRobot reads it),
+    and `info["measurements"]` holds `clean_lift, close_lateral_mm, place_error_mm, max_tilt_deg`.
 
     ## Reset
     `reset(seed=S, options={"index": I})`. A new `seed` without an index starts at index 0; no seed continues with
-    the next index. `info` holds the task and `torch_seed`. The scripted expert drives an env from beside it
-    (`sim.expert.ExpertDriver`).
+    the next index. `info` holds the task and `torch_seed`; `task_description` is the instruction. The scripted
+    expert drives an env from beside it (`sim.expert.ExpertDriver`).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
@@ -75,6 +76,7 @@ class ChessEnv(gym.Env):
         """(6,) the arm's rest pose in radians, where every episode starts."""
         self.substeps = self.cfg.physics.substeps
         self.max_steps = self.cfg.max_steps
+        self._max_episode_steps = self.max_steps  # the name LeRobot and Gymnasium's wrappers read
         self.action_space = gym.spaces.Box(self.units.lower.astype(np.float32), self.units.upper.astype(np.float32),
                                            dtype=np.float32)
         spaces = {"agent_pos": gym.spaces.Box(self.units.lower.astype(np.float32),
@@ -177,7 +179,8 @@ class ChessEnv(gym.Env):
         if end == "unstable":  # keep observations finite; the state is meaningless now
             mujoco.mj_resetData(self.model, self.data)
         info = dict(self._info)
-        info.update(end=end, reward_terms=terms, measurements=self.judge.measurements(), steps=self.steps)
+        info.update(end=end, is_success=end == "success", reward_terms=terms,
+                    measurements=self.judge.measurements(), steps=self.steps)
         return reward, terminated, truncated, info
 
     def render(self):
@@ -241,8 +244,13 @@ class ChessEnv(gym.Env):
         return {
             "instruction": task.instruction, "piece": task.piece, "color": task.color,
             "from": task.from_square, "to": task.to_square, "move": task.move_uci, "fen": task.fen,
-            "seed": task.seed, "index": task.index, "torch_seed": task.torch_seed,
+            "seed": task.seed, "index": task.index, "torch_seed": task.torch_seed, "is_success": False,
         }
+
+    @property
+    def task_description(self) -> str:
+        """The current scene's instruction in words ("" before the first reset): what LeRobot's policies read."""
+        return "" if self.task is None else self.task.instruction
 
     def state(self) -> np.ndarray:
         """Measured joint positions, `(6,)` float32 in degrees / gripper 0-100 (a fresh array)."""
