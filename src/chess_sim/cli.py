@@ -16,8 +16,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: a missing
 
 from chess_sim import atomic, cli_args  # noqa: E402
 from chess_sim.cli_args import UsageError  # noqa: E402
-from chess_sim.config import (POLICY_KINDS, PROFILES, RL_PROFILES, TEST_SEED, TRAIN_SEED, EvalConfig, NoiseConfig,  # noqa: E402
-                              RecordConfig, RLConfig, TrainConfig, profile)
+from chess_sim.config import (POLICY_KINDS, PROFILES, RL_PROFILES, TEST_SEED, TRAIN_SEED, DaggerConfig, EvalConfig,  # noqa: E402
+                              NoiseConfig, RecordConfig, RLConfig, TrainConfig, profile)
 
 RECORD_FLAGS = {"recovery_fraction": "recovery"}
 EVAL_FLAGS = {"videos": "video"}
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="folder for videos and episodes.csv")
     expert.add_argument("--json", type=Path, help="write the summary as JSON here")
 
-    record = verbs.add_parser("record", help="expert demonstrations -> LeRobot dataset")
+    record = verbs.add_parser("record", help="expert demonstrations (or DAgger takeovers) -> LeRobot dataset")
     record.add_argument("--episodes", type=cli_args.positive, help="scenes (seed, 0..N-1) to attempt")
     record.add_argument("--seed", type=cli_args.seed, default=TRAIN_SEED)
     record.add_argument("--out", type=Path, help="dataset directory (must be new or empty, unless --resume)")
@@ -52,13 +52,18 @@ def build_parser() -> argparse.ArgumentParser:
     record.add_argument("--profile", choices=sorted(PROFILES), default="baseline")
     cli_args.add_config_flags(record, RecordConfig, rename=RECORD_FLAGS,
                               custom={"recovery_fraction": {"type": cli_args.fraction}})
+    record.add_argument("--policy", type=Path, help="DAgger: this policy drives each scene and the expert's takeovers "
+                        "from the states it visits are recorded (the takeover flags below)")
+    takeovers = record.add_argument_group("DAgger (with --policy)", DaggerConfig.__doc__.split("\n\n")[0])
+    cli_args.add_config_flags(takeovers, DaggerConfig, profiles={"default": DaggerConfig()})
     record.add_argument("--resume", action="store_true", help="continue an interrupted recording in --out")
     record.add_argument("--inspect", type=Path, metavar="DIR", help="describe an existing dataset instead")
     cli_args.add_backend(record)
     record.add_argument("--json", type=Path, help="write the summary as JSON here")
 
     train = verbs.add_parser("train", help="imitation training of a flow policy on a LeRobot dataset")
-    train.add_argument("--dataset", type=Path, required=True)
+    train.add_argument("--dataset", type=Path, required=True, nargs="+", metavar="DIR",
+                       help="one or more LeRobot datasets, trained on as one (demonstrations and DAgger rounds)")
     train.add_argument("--policy", choices=POLICY_KINDS, default="compact")
     train.add_argument("--init", type=Path, help="start from this policy directory (smolvla: required, a LeRobot "
                        "SmolVLA checkpoint such as a downloaded lerobot/smolvla_base)")
@@ -155,13 +160,33 @@ def cmd_record(args: argparse.Namespace) -> dict:
         _check_output_dir(args.out)
         rec = cli_args.config_from_args(RecordConfig, args, rename=RECORD_FLAGS)
         summary = record(args.out, profile(args.profile), rec, args.seed, args.episodes or 0,
-                         workers=args.workers, resume=args.resume, backend=cli_args.backend_of(args))
+                         workers=args.workers, resume=args.resume, backend=cli_args.backend_of(args),
+                         dagger=_dagger_of(args))
     except RecordError as error:
         raise UsageError(str(error)) from None
     print(f"saved {summary['episodes_saved']} episodes ({summary['episodes_failed']} expert failures not saved, "
           f"{summary['recovery_episodes']} recovery demonstrations) to {summary['dataset']}; "
           f"{summary['frames_per_s']:.1f} frames/s")
+    if "policy_success" in summary:
+        print(f"the driving policy solved {summary['policy_success']:.1%} of {summary['policy_scenes']} scenes")
     return summary
+
+
+def _dagger_of(args: argparse.Namespace):
+    """The DAgger recording `--policy` and the takeover flags ask for (None without --policy); the policy is
+    opened here once, so a bad directory is refused before any simulator starts."""
+    from chess_sim.data.dagger import Dagger
+    from chess_sim.policy.loading import load_policy
+
+    if args.policy is None:
+        if _flags_given(args, DaggerConfig):
+            raise UsageError("the DAgger flags (--round, --branch-every, --branch-steps, --start-spread) need --policy")
+        return None
+    try:
+        load_policy(args.policy)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    return Dagger(str(args.policy.resolve()), cli_args.config_from_args(DaggerConfig, args))
 
 
 def _print_inspection(summary: dict) -> None:

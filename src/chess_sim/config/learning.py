@@ -43,6 +43,28 @@ class RecordConfig:
 
 
 @dataclass(frozen=True)
+class DaggerConfig:
+    """DAgger recording (`chess-sim record --policy DIR`): a policy drives each scene, and from the states it
+    visits the scripted expert takes over on a copy of the simulation; each takeover is recorded as one
+    demonstration episode, labelled with the expert's own commands from that state."""
+
+    round: int = 1
+    """DAgger round, written to every episode's provenance (`meta/chess_sim.json`)."""
+    branch_every: int = 1
+    """The expert takes over at every N-th decision of the policy (1: before each executed chunk)."""
+    branch_steps: int = 100
+    """Control steps the expert runs per takeover (fewer when its episode ends first): two chunks of expert
+    commands from the policy's state."""
+    start_spread: float = 1.0
+    """Spread of the policy's start noise x_0, drawn from each scene's own seed as evaluation draws it: 1 samples
+    as trained, 0 drives with the chain from x_0 = 0 (noise-free)."""
+
+    def __post_init__(self):
+        at_least(self, 1, "round", "branch_every", "branch_steps")
+        at_least(self, 0, "start_spread")
+
+
+@dataclass(frozen=True)
 class CompactConfig:
     """Architecture of the compact flow policy (`policy/compact.py`)."""
 

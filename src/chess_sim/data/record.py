@@ -33,6 +33,7 @@ import numpy as np
 
 from chess_sim import atomic
 from chess_sim.config import JOINT_NAMES, EnvConfig, RecordConfig
+from chess_sim.data.dagger import KEPT_ENDS, Dagger, driven_summary
 from chess_sim.data.integrity import DatasetFilesError, checked_metadata, repo_id
 from chess_sim.sim.episodes import expert_episode, ordered_map
 
@@ -74,6 +75,9 @@ class Episode:
     recovery: bool
     physics_s: float
     render_s: float
+    provenance: dict | None = None
+    """Where the episode came from beyond the scene (DAgger: round, driving policy, decision and step of the
+    takeover); None for the expert's own demonstrations."""
 
 
 def is_recovery(seed: int, index: int, fraction: float) -> bool:
@@ -118,19 +122,34 @@ def record_episode(env, expert, seed: int, index: int, rec: RecordConfig) -> Epi
 _WORKER = None
 
 
-def _init_worker(cfg: EnvConfig, rec: RecordConfig) -> None:
+def _init_worker(cfg: EnvConfig, rec: RecordConfig, dagger: Dagger | None) -> None:
     global _WORKER
     os.environ.setdefault("MUJOCO_GL", "egl")
     from chess_sim.sim.env import ChessEnv
     from chess_sim.sim.expert import ExpertDriver
 
     env = ChessEnv(cfg)
-    _WORKER = (env, ExpertDriver(env), rec)
+    policy = None
+    if dagger is not None:
+        import torch
+
+        from chess_sim.policy.loading import load_policy
+
+        torch.set_num_threads(1)  # one simulator and its policy per process, one process per core
+        policy = load_policy(dagger.policy)
+    _WORKER = (env, ExpertDriver(env), rec, dagger, policy)
 
 
-def _worker_record(job: tuple[int, int]) -> Episode:
-    env, expert, rec = _WORKER
-    return record_episode(env, expert, job[0], job[1], rec)
+def _worker_record(job: tuple[int, int]) -> tuple[int, list[Episode], dict | None]:
+    """One scene: (its index, the episodes to write, the driving policy's row under DAgger or None)."""
+    env, expert, rec, dagger, policy = _WORKER
+    seed, index = job
+    if dagger is None:
+        return index, [record_episode(env, expert, seed, index, rec)], None
+    from chess_sim.data.dagger import dagger_scene
+
+    takeovers, driven = dagger_scene(env, expert, policy, seed, index, dagger)
+    return index, takeovers, driven
 
 
 @dataclass
@@ -145,10 +164,13 @@ class Progress:
     finished: bool = False
     saved: list = None
     failed: list = None
+    driven: list = None
+    """Under DAgger, the driving policy's own outcome per scene."""
 
     def __post_init__(self):
         self.saved = self.saved or []
         self.failed = self.failed or []
+        self.driven = self.driven or []
 
 
 def _commit(root: Path, progress: Progress) -> None:
@@ -182,7 +204,12 @@ def _config_dict(cfg: EnvConfig) -> dict:
     return json.loads(json.dumps(asdict(cfg)))
 
 
-def _open_dataset(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: int, resume: bool,
+def _settings(rec: RecordConfig, dagger: Dagger | None) -> dict:
+    """The recording settings a resume must keep."""
+    return {**asdict(rec), **({} if dagger is None else {"dagger": {"policy": dagger.policy, **asdict(dagger.cfg)}})}
+
+
+def _open_dataset(root: Path, cfg: EnvConfig, settings: dict, seed: int, episodes: int, resume: bool,
                   encoder):
     """(dataset in write mode, progress) for a new or resumed recording; RecordError on a bad directory."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
@@ -191,7 +218,7 @@ def _open_dataset(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, epis
     if resume:
         if progress is None:
             raise RecordError(f"{root} holds no chess-sim recording to resume; drop --resume to start one")
-        if (progress.seed, progress.env, progress.record) != (seed, _config_dict(cfg), asdict(rec)):
+        if (progress.seed, progress.env, progress.record) != (seed, _config_dict(cfg), settings):
             raise RecordError(f"{root} was recorded with another seed, profile or recording settings; "
                               f"use a new --out")
         _roll_back_to_commit(root, progress)
@@ -210,7 +237,7 @@ def _open_dataset(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, epis
     dataset = LeRobotDataset.create(repo_id(root), fps=cfg.physics.control_hz, features=features(cfg),
                                     root=root, robot_type="so101_follower", use_videos=True,
                                     rgb_encoder=encoder, **_streaming(cfg))
-    progress = Progress(seed=seed, episodes=episodes, env=_config_dict(cfg), record=asdict(rec))
+    progress = Progress(seed=seed, episodes=episodes, env=_config_dict(cfg), record=settings)
     _commit(root, progress)
     return dataset, progress
 
@@ -243,10 +270,12 @@ def encoder_leftovers(root: Path) -> list[Path]:
 
 
 def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: int, workers: int = 2,
-           resume: bool = False, stop_after: int | None = None, backend: str = "local") -> dict:
+           resume: bool = False, stop_after: int | None = None, backend: str = "local",
+           dagger: Dagger | None = None) -> dict:
     """Record scenes `(seed, 0..episodes-1)` into `root` with `workers` simulators (processes, or Ray actors with
-    `backend="ray"`); returns a summary. `stop_after` saves at most that many episodes in this call (tests of
-    resumption use it)."""
+    `backend="ray"`); returns a summary. With `dagger`, a policy drives each scene and the expert's takeovers
+    from its states are the episodes (`data/dagger.py`). `stop_after` stops after the scene that brought this
+    call's saved episodes to at least that many (tests of resumption use it)."""
     from chess_sim.progress import Progress as Bar
 
     from lerobot.configs.video import RGBEncoderConfig
@@ -255,29 +284,32 @@ def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: i
     root = Path(root)
     cfg = replace(cfg, render=True)
     encoder = RGBEncoderConfig(vcodec=rec.vcodec, preset=rec.vpreset)
-    dataset, progress = _open_dataset(root, cfg, rec, seed, episodes, resume, encoder)
+    dataset, progress = _open_dataset(root, cfg, _settings(rec, dagger), seed, episodes, resume, encoder)
     jobs = [(seed, index) for index in range(progress.next_index, progress.episodes)]
     bar = Bar(len(jobs), "record")
     timing = {"physics_s": 0.0, "render_s": 0.0, "encode_s": 0.0}
     frames = 0
     saved_now = 0
-    episodes_out = ordered_map(_worker_record, jobs, workers, _init_worker, (cfg, rec), backend=backend)
+    kept_ends = ("success",) if dagger is None else KEPT_ENDS
+    scenes = ordered_map(_worker_record, jobs, workers, _init_worker, (cfg, rec, dagger), backend=backend)
     try:
-        with closing(episodes_out):
-            for episode in episodes_out:
-                timing["physics_s"] += episode.physics_s
-                timing["render_s"] += episode.render_s
-                keep = episode.row["end"] == "success" or rec.keep_failures
-                if keep:
-                    start = time.perf_counter()
-                    dataset = _save(dataset, root, episode, encoder, cfg)
-                    timing["encode_s"] += time.perf_counter() - start
-                    frames += len(episode.action)
-                    progress.saved.append(_episode_meta(episode, len(progress.saved)))
-                    saved_now += 1
-                else:
-                    progress.failed.append(_episode_meta(episode, None))
-                progress.next_index = episode.index + 1
+        with closing(scenes):
+            for index, scene_episodes, driven in scenes:
+                for episode in scene_episodes:
+                    timing["physics_s"] += episode.physics_s
+                    timing["render_s"] += episode.render_s
+                    if episode.row["end"] in kept_ends or rec.keep_failures:
+                        start = time.perf_counter()
+                        dataset = _save(dataset, root, episode, encoder, cfg)
+                        timing["encode_s"] += time.perf_counter() - start
+                        frames += len(episode.action)
+                        progress.saved.append(_episode_meta(episode, len(progress.saved)))
+                        saved_now += 1
+                    else:
+                        progress.failed.append(_episode_meta(episode, None))
+                if driven is not None:
+                    progress.driven.append(driven)
+                progress.next_index = index + 1
                 _commit(root, progress)
                 bar.advance(note=f"saved {len(progress.saved)}  failed {len(progress.failed)}")
                 if stop_after is not None and saved_now >= stop_after:
@@ -323,18 +355,18 @@ def _episode_meta(episode: Episode, dataset_index: int | None) -> dict:
     return {"episode_index": dataset_index, "scene_seed": row["seed"], "scene_index": row["index"],
             "piece": row["piece"], "color": row["color"], "from": row["from"], "to": row["to"],
             "instruction": row["instruction"], "end": row["end"], "recovery": episode.recovery,
-            "frames": len(episode.action)}
+            "frames": len(episode.action), **(episode.provenance or {})}
 
 
 def _summary(root: Path, progress: Progress, frames: int, seconds: float, timing: dict) -> dict:
-    attempted = len(progress.saved) + len(progress.failed)
     busy = sum(timing.values()) or 1.0
     return {
         "dataset": str(root), "finished": progress.finished, "episodes_saved": len(progress.saved),
-        "episodes_failed": len(progress.failed), "scenes_attempted": attempted,
+        "episodes_failed": len(progress.failed), "scenes_attempted": progress.next_index,
         "recovery_episodes": sum(e["recovery"] for e in progress.saved),
         "failures_by_end": dict(Counter(e["end"] for e in progress.failed)),
         "frames_this_run": frames, "seconds": seconds, "frames_per_s": frames / seconds if seconds else 0.0,
+        **driven_summary(progress.driven),
         "time_share": {key.removesuffix("_s"): value / busy for key, value in timing.items()},
     }
 

@@ -1,7 +1,9 @@
-"""Imitation training of a flow policy on a LeRobot dataset (flow matching, AdamW, warm-up + cosine).
+"""Imitation training of a flow policy on LeRobot datasets (flow matching, AdamW, warm-up + cosine).
 
-The dataset is read with LeRobot's own loader; each sample is a decision: the observation at frame t and the
-action chunk t .. t+49 (`action_is_pad` marks steps past the episode's end, left out of the loss).
+Datasets are read with LeRobot's own loader; each sample is a decision: the observation at frame t and the
+action chunk t .. t+49 (`action_is_pad` marks steps past the episode's end, left out of the loss). Several
+datasets (demonstrations and DAgger rounds) train as one: their samples are pooled and a new policy normalises
+with their statistics aggregated by LeRobot's `aggregate_stats`.
 Checkpoints: `<out>/last` every `save_every` steps and at the end (policy files + `trainer.pt` with the
 optimizer, scheduler, step and RNG state, so `resume` continues without losing or repeating a step), and
 `<out>/best` (highest validation success; a later one wins ties). `<out>/train_log.jsonl`: one line per log
@@ -58,6 +60,20 @@ def open_dataset(root: Path, chunk: int, recovery: bool = True):
                           delta_timestamps={"action": [i / meta.fps for i in range(chunk)]})
 
 
+def open_datasets(roots: list[Path], chunk: int, recovery: bool = True):
+    """(one torch dataset of every sample of `roots`, their LeRobot statistics aggregated); see `open_dataset`."""
+    from lerobot.datasets.compute_stats import aggregate_stats
+
+    datasets = [open_dataset(root, chunk, recovery) for root in roots]
+    if len(datasets) == 1:
+        return datasets[0], datasets[0].meta.stats
+    first = datasets[0].meta
+    for root, dataset in zip(roots[1:], datasets[1:]):
+        if dataset.meta.fps != first.fps or dataset.meta.shapes != first.shapes:
+            raise TrainError(f"{root} does not match {roots[0]} (fps or feature shapes differ)")
+    return torch.utils.data.ConcatDataset(datasets), aggregate_stats([dataset.meta.stats for dataset in datasets])
+
+
 def _clean_episodes(root: Path) -> list[int]:
     facts = root / "meta" / "chess_sim.json"
     if not facts.is_file():
@@ -78,11 +94,11 @@ def _schedule(cfg: TrainConfig):
     return factor
 
 
-def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: CompactConfig | None = None,
+def train(dataset_dirs: Path | list[Path], out: Path, cfg: TrainConfig, policy_config: CompactConfig | None = None,
           init: Path | None = None, resume: bool = False, env_cfg: EnvConfig | None = None,
           policy_kind: str = "compact") -> dict:
-    """Train a `policy_kind` policy (see the module docstring); returns a summary (final loss, steps/s, best
-    validation success)."""
+    """Train a `policy_kind` policy on one or more datasets (see the module docstring); returns a summary (final
+    loss, steps/s, best validation success)."""
     from chess_sim.progress import Progress
 
     if policy_kind not in POLICY_KINDS:
@@ -93,7 +109,10 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
     torch.set_num_threads(cfg.torch_threads)
     out = Path(out)
     policy = None
-    args = {"train": asdict(cfg), "dataset": str(dataset_dir), "policy": policy_kind,
+    roots = [Path(root) for root in (dataset_dirs if isinstance(dataset_dirs, (list, tuple)) else [dataset_dirs])]
+    # one dataset keeps the form runs made before several could be given, so they still resume
+    args = {"train": asdict(cfg), "dataset": str(roots[0]) if len(roots) == 1 else [str(root) for root in roots],
+            "policy": policy_kind,
             "init": None if init is None else str(init)}
     continuing = runs.open_run(out, resume, STATE_FILE, ARGS_FILE)
     if resume:
@@ -103,12 +122,12 @@ def train(dataset_dir: Path, out: Path, cfg: TrainConfig, policy_config: Compact
     elif init is not None and policy_kind == "compact":
         policy = CompactPolicy.load(init)
     chunk = policy.chunk if policy else CHUNK if policy_kind == "smolvla" else (policy_config or CompactConfig()).chunk
-    dataset = open_dataset(dataset_dir, chunk, cfg.recovery)
+    dataset, stats = open_datasets(roots, chunk, cfg.recovery)
     if policy is None and policy_kind == "smolvla":
-        policy = policy_class.load(init, stats=dataset.meta.stats)
+        policy = policy_class.load(init, stats=stats)
     elif policy is None:
         torch.manual_seed(cfg.seed)
-        policy = CompactPolicy(policy_config, Normalizer.from_stats(dataset.meta.stats))
+        policy = CompactPolicy(policy_config, Normalizer.from_stats(stats))
     policy.train()
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=cfg.lr,
                                   weight_decay=cfg.weight_decay)

@@ -15,6 +15,7 @@ the same tilt is used to pick and to place, so the piece stays upright in the ja
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import mujoco
@@ -350,15 +351,22 @@ class ExpertDriver:
         `ChessEnv.step_chunk` returns."""
         return self.env.step_each(self.action, steps, film)
 
+    @contextmanager
+    def on_a_copy(self):
+        """Inside the block the expert, planning afresh, may drive the env from its current state; afterwards the
+        episode is back where it was (physics, judge, step count, rewards paid) and the expert replans."""
+        saved = self.env.save_state()
+        self.expert.reset(self.env.task, self.env.target_slot)
+        try:
+            yield
+        finally:
+            self.env.restore_state(saved)
+            self.expert.reset(self.env.task, self.env.target_slot)
+
     def solves(self) -> bool:
         """Run the expert to the end on a copy of the env's current state; the episode is left untouched."""
-        saved = self.env.save_state()
-        try:
-            self.expert.reset(self.env.task, self.env.target_slot)
+        with self.on_a_copy():
             while True:
                 _, terminated, truncated, info = self.env.advance(self.expert.act(self.env.data))
                 if terminated or truncated:
                     return info["end"] == "success"
-        finally:
-            self.env.restore_state(saved)
-            self.expert.reset(self.env.task, self.env.target_slot)

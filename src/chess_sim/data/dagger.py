@@ -1,0 +1,108 @@
+"""DAgger scenes: a policy drives a scene, and from the states it visits the scripted expert takes over on a copy of
+the simulation; each takeover is one demonstration episode for `data/record.py` to write.
+
+Time convention: a takeover at the policy's decision d starts from the state the policy decided on (after d
+executed chunks); its frame t holds the observation before the expert's command t, as every recorded episode does,
+so frame 0 is exactly what the policy saw. The policy's own commands are never recorded: DAgger labels the states
+a policy reaches with what the expert would do there. Takeovers from a state where a piece already toppled or a
+neighbour was pushed are not made (no demonstration can undo them); takeovers the expert itself spoils are
+returned as failed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from chess_sim.config import DaggerConfig
+from chess_sim.sim.judge import episode_row
+
+RUNNING = "running"
+"""End of a takeover that was still going when its `branch_steps` ran out (kept: a good demonstration so far)."""
+KEPT_ENDS = ("success", RUNNING)
+
+
+@dataclass(frozen=True)
+class Dagger:
+    """A DAgger recording: the policy directory that drives, and how (`config.DaggerConfig`)."""
+
+    policy: str
+    cfg: DaggerConfig
+
+    def provenance(self) -> dict:
+        return {"source": "dagger", "round": self.cfg.round, "policy": self.policy}
+
+
+def driven_summary(driven: list) -> dict:
+    """Under DAgger, how the driving policy itself did on the scenes so far."""
+    if not driven:
+        return {}
+    return {"policy_scenes": len(driven), "policy_success": sum(row["end"] == "success" for row in driven) / len(driven),
+            "policy_ends": dict(Counter(row["end"] for row in driven))}
+
+
+def dagger_scene(env, expert, policy, seed: int, index: int, dagger: Dagger):
+    """Scene `(seed, index)` driven by `policy` (a FlowPolicy, deterministic chain from x_0 = `start_spread` times
+    a standard-normal draw from the scene's `torch_seed`), with an expert takeover before every `branch_every`-th
+    decision. Returns (takeover episodes in order, the policy's own episode row)."""
+    from chess_sim.data.record import Episode
+
+    observation, info = env.reset(seed=seed, options={"index": index})
+    generator = torch.Generator().manual_seed(info["torch_seed"])
+    cfg = dagger.cfg
+    takeovers, decision, total = [], 0, 0.0
+    while True:
+        if decision % cfg.branch_every == 0 and env.judge.failure is None:
+            frames, row, seconds = _takeover(env, expert, cfg.branch_steps)
+            takeovers.append(Episode(index=index, front=frames["front"], wrist=frames["wrist"], state=frames["state"],
+                                     action=frames["action"], row=row, recovery=False, physics_s=seconds["physics"],
+                                     render_s=seconds["render"],
+                                     provenance={**dagger.provenance(), "decision": decision, "step": env.steps}))
+        chunk = _decide(policy, observation, info["instruction"], generator, cfg.start_spread)
+        observation, reward, terminated, truncated, info = env.step_chunk(chunk)
+        total += reward
+        decision += 1
+        if terminated or truncated:
+            break
+    row = episode_row(info)
+    row.update(decisions=decision, **{"return": total})
+    return takeovers, row
+
+
+def _takeover(env, expert, steps: int) -> tuple[dict, dict, dict]:
+    """The expert from the env's current state for up to `steps` steps, on a copy: (frames {"front", "wrist": (T, H,
+    W, 3) uint8, "state", "action": (T, 6) float32}, row with the takeover's end, seconds of physics and render)."""
+    columns = {"front": [], "wrist": [], "state": [], "action": []}
+    seconds = {"physics": 0.0, "render": 0.0}
+    with expert.on_a_copy():
+        for _ in range(steps):
+            started = time.perf_counter()
+            images = env.camera_images()
+            seconds["render"] += time.perf_counter() - started
+            command = expert.expert.act(env.data)
+            for name, value in (("front", images["front"]), ("wrist", images["wrist"]), ("state", env.state()),
+                                ("action", command)):
+                columns[name].append(value)
+            started = time.perf_counter()
+            _, terminated, truncated, info = env.advance(command)
+            seconds["physics"] += time.perf_counter() - started
+            if terminated or truncated:
+                break
+        row = episode_row(info)
+    if row["end"] is None:
+        row["end"] = RUNNING
+    return {name: np.stack(values) for name, values in columns.items()}, row, seconds
+
+
+@torch.no_grad()
+def _decide(policy, observation: dict, instruction: str, generator: torch.Generator, spread: float) -> np.ndarray:
+    """The policy's chunk (T, 6) in SO-101 units for one observation, padded to a batch-invariant decision."""
+    from chess_sim.policy.base import chunk_actions, observation_batch, pad_rows, sample_chunk
+
+    draw = spread * torch.randn((1, policy.chunk, policy.chain_dim), generator=generator)
+    prefix = policy.encode(pad_rows(observation_batch([observation], [instruction])))
+    return chunk_actions(policy, sample_chunk(policy, prefix, pad_rows(draw)))[0].numpy()

@@ -1,0 +1,97 @@
+"""DAgger recording: a policy drives, the expert's takeovers from its states are the dataset; they label the policy's
+own states, leave its episode untouched, load in LeRobot with their provenance, resume, and train with the
+demonstrations."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from test_record import episode_arrays, load  # the same readers of a recorded dataset
+
+from chess_sim.cli import main
+from chess_sim.config import CameraConfig, DaggerConfig, RecordConfig, profile
+from chess_sim.data.dagger import Dagger
+from chess_sim.data.record import RecordError, read_progress, record
+from chess_sim.imitation.bc import open_datasets
+
+pytestmark = pytest.mark.slow  # every test records real episodes
+
+SEED = 7_700_003
+CFG = replace(profile("baseline"), episode_seconds=4.0, camera=CameraConfig(64, 64))
+"""The `demos` fixture's cameras; 4 s episodes: three decisions of the policy, so three takeovers."""
+TAKEOVER = DaggerConfig(round=2, branch_steps=30)
+
+
+@pytest.fixture(scope="module")
+def dagger_run(tiny_policy_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("dagger") / "round2"
+    summary = record(root, CFG, RecordConfig(recovery_fraction=0.0), SEED, 1, workers=1,
+                     dagger=Dagger(str(tiny_policy_dir), TAKEOVER))
+    return root, summary
+
+
+def test_takeovers_load_in_lerobot_with_their_provenance(dagger_run, tiny_policy_dir):
+    root, summary = dagger_run
+    progress = read_progress(root)
+    dataset = load(root)
+    assert summary["scenes_attempted"] == 1 and summary["policy_scenes"] == 1
+    kept = progress.saved
+    assert dataset.num_episodes == len(kept) == summary["episodes_saved"] >= 1
+    assert [e["decision"] for e in kept + progress.failed] == sorted(e["decision"] for e in kept + progress.failed)
+    for entry in kept:
+        assert entry["source"] == "dagger" and entry["round"] == 2 and entry["policy"] == str(tiny_policy_dir)
+        assert entry["step"] == 50 * entry["decision"] and entry["end"] in ("success", "running")
+        assert entry["frames"] <= TAKEOVER.branch_steps
+    assert dataset.num_frames == sum(e["frames"] for e in kept)
+    assert progress.driven[0]["decisions"] == 3 and progress.driven[0]["index"] == 0
+
+
+def test_the_first_takeover_is_the_experts_own_demonstration_from_the_start(dagger_run, demos):
+    """Decision 0 is the rest pose: the expert taking over there does what it does in a plain demonstration."""
+    root, _ = dagger_run
+    first = read_progress(root).saved[0]
+    assert first["decision"] == 0
+    states, actions = episode_arrays(load(root), first["episode_index"])
+    demo_states, demo_actions = episode_arrays(load(demos), 0)
+    assert np.array_equal(states, demo_states[:len(states)]) and np.array_equal(actions, demo_actions[:len(actions)])
+
+
+def test_takeovers_leave_the_policys_episode_untouched(dagger_run, tiny_policy_dir, tmp_path):
+    root, _ = dagger_run
+    once = record(tmp_path / "once", CFG, RecordConfig(recovery_fraction=0.0), SEED, 1, workers=1,
+                  dagger=Dagger(str(tiny_policy_dir), replace(TAKEOVER, branch_every=100)))
+    assert once["episodes_saved"] + once["episodes_failed"] == 1
+    assert read_progress(tmp_path / "once").driven == read_progress(root).driven
+
+
+def test_a_resumed_dagger_recording_equals_an_uninterrupted_one(tiny_policy_dir, tmp_path):
+    dagger, rec = Dagger(str(tiny_policy_dir), TAKEOVER), RecordConfig(recovery_fraction=0.0)
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    record(whole, CFG, rec, SEED, 2, workers=1, dagger=dagger)
+    record(parts, CFG, rec, SEED, 2, workers=1, dagger=dagger, stop_after=1)
+    assert not read_progress(parts).finished
+    with pytest.raises(RecordError, match="another seed, profile or recording settings"):
+        record(parts, CFG, rec, SEED, 2, workers=1, resume=True, dagger=Dagger(str(tiny_policy_dir), DaggerConfig()))
+    record(parts, CFG, rec, SEED, 2, workers=1, resume=True, dagger=dagger)
+    a, b = read_progress(whole), read_progress(parts)
+    assert (a.saved, a.failed, a.driven) == (b.saved, b.failed, b.driven) and b.finished
+    for episode in range(load(whole).num_episodes):
+        for x, y in zip(episode_arrays(load(whole), episode), episode_arrays(load(parts), episode)):
+            assert np.array_equal(x, y)
+
+
+def test_demonstrations_and_takeovers_train_as_one_dataset(dagger_run, demos):
+    root, _ = dagger_run
+    pooled, stats = open_datasets([demos, root], 50)
+    single = [open_datasets([path], 50)[0] for path in (demos, root)]
+    assert len(pooled) == sum(len(dataset) for dataset in single)
+    assert pooled[len(single[0])]["task"] == single[1][0]["task"]
+    assert stats["action"]["count"] == sum(dataset.meta.stats["action"]["count"] for dataset in single)
+
+
+def test_cli_refuses_takeover_flags_without_a_policy_and_a_bad_policy(tmp_path, capsys):
+    assert main(["record", "--episodes", "1", "--out", str(tmp_path / "a"), "--branch-steps", "5"]) == 2
+    assert main(["record", "--episodes", "1", "--out", str(tmp_path / "b"), "--policy", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "need --policy" in err[0] and "no config.json" in err[1]
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
