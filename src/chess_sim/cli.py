@@ -210,8 +210,12 @@ def cmd_train(args: argparse.Namespace) -> dict:
         summary = train(args.dataset, args.out, cfg, init=args.init, resume=args.resume, policy_kind=args.policy)
     except (RunError, ValueError) as error:
         raise UsageError(str(error)) from None
-    print(f"trained {summary['steps']} steps ({summary['steps_per_s']:.2f} steps/s), final loss "
-          f"{summary['final_loss']:.4f}, best validation success {summary['best_val_success']} -> {args.out}")
+    if summary["final_loss"] is None:
+        print(f"nothing to train: {args.out} is at step {summary['steps']} of {cfg.steps}; "
+              f"best validation success {summary['best_val_success']}")
+    else:
+        print(f"trained {summary['steps']} steps ({summary['steps_per_s']:.2f} steps/s), final loss "
+              f"{summary['final_loss']:.4f}, best validation success {summary['best_val_success']} -> {args.out}")
     return summary
 
 

@@ -64,6 +64,16 @@ def test_resume_continues_without_repeating_steps(dataset, tmp_path):
         train(dataset, out, replace(QUICK, lr=1e-2), SMALL, resume=True)
 
 
+def test_resuming_a_finished_run_trains_and_decodes_nothing(dataset, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    train(dataset, out, QUICK, SMALL)
+    weights = (out / "last" / "model.safetensors").read_bytes()
+    monkeypatch.setattr("chess_sim.imitation.bc._batches", lambda *args: pytest.fail("decoded frames for no step"))
+    summary = train(dataset, out, QUICK, SMALL, resume=True)
+    assert summary["steps"] == QUICK.steps and summary["final_loss"] is None
+    assert (out / "last" / "model.safetensors").read_bytes() == weights
+
+
 def test_bad_inputs(dataset, tmp_path):
     with pytest.raises(TrainError, match="not a LeRobot dataset"):
         train(tmp_path / "nothing", tmp_path / "out", QUICK, SMALL)

@@ -149,7 +149,8 @@ def train(dataset_dirs: Path | list[Path], out: Path, cfg: TrainConfig, policy_c
         runs.write_args(out / ARGS_FILE, args)
         _checkpoint(policy, out, optimizer, scheduler, step, best, generator)  # resumable from the first second
 
-    batches = _batches(dataset, policy, cfg, generator)
+    # a finished run resumed (a loop re-running every step) decodes no frames it will not train on
+    batches = _batches(dataset, policy, cfg, generator) if step < cfg.steps else iter(())
     bar = Progress(cfg.steps - step, "train", unit="steps")
     losses: list[float] = []
     steps_at_start = step
