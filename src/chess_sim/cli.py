@@ -161,7 +161,7 @@ def cmd_record(args: argparse.Namespace) -> dict:
         rec = cli_args.config_from_args(RecordConfig, args, rename=RECORD_FLAGS)
         summary = record(args.out, profile(args.profile), rec, args.seed, args.episodes or 0,
                          workers=args.workers, resume=args.resume, backend=cli_args.backend_of(args),
-                         dagger=_dagger_of(args))
+                         source=_dagger_of(args))
     except RecordError as error:
         raise UsageError(str(error)) from None
     print(f"saved {summary['episodes_saved']} episodes ({summary['episodes_failed']} expert failures not saved, "
@@ -175,7 +175,7 @@ def cmd_record(args: argparse.Namespace) -> dict:
 def _dagger_of(args: argparse.Namespace):
     """The DAgger recording `--policy` and the takeover flags ask for (None without --policy); the policy is
     opened here once, so a bad directory is refused before any simulator starts."""
-    from chess_sim.data.dagger import Dagger
+    from chess_sim.imitation.dagger import Dagger
     from chess_sim.policy.loading import load_policy
 
     if args.policy is None:

@@ -151,9 +151,10 @@ def _run(policy, todo: list[int], out: Path, cfg: EvalConfig, env_cfg: EnvConfig
     is_expert = policy == EXPERT
     env_cfg = replace(env_cfg, render=not is_expert, early_stop=cfg.early_stop)
     if not is_expert:
-        # One simulator process per core works while the policy decides: the policy takes the cores left over.
-        cores = os.cpu_count() or 1
-        torch.set_num_threads(max(1, cores - min(cfg.envs, cores)))
+        # Simulator processes work while the policy decides. The policy's thread count changes its floating-point
+        # results (an ACT's trajectory diverged between 1 and 2 threads), so it follows the machine, never --envs:
+        # half the cores.
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))
         env_cfg = observed_env(policy, env_cfg)
     options = {"check_expert": True} if cfg.check_expert else {}
     bar = Progress(len(todo), "eval")

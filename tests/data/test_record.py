@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from lerobot.datasets.lerobot_dataset import LeRobotDataset
+from recorded import episode_arrays, load
 
 from chess_sim.config import CameraConfig, RecordConfig, profile
 from chess_sim.data.record import RecordError, inspect, read_progress, record
@@ -14,15 +14,6 @@ pytestmark = pytest.mark.slow  # every test records real episodes (35 s for the 
 
 SEED = 7_700_003
 CFG = replace(profile("baseline"), camera=CameraConfig(64, 64))
-
-
-def load(root):
-    return LeRobotDataset(f"chess-sim/{root.name}", root=root)
-
-
-def episode_arrays(dataset, episode):
-    frames = dataset.hf_dataset.filter(lambda row: row["episode_index"] == episode)
-    return np.stack(frames["observation.state"]), np.stack(frames["action"])
 
 
 @pytest.fixture(scope="module")

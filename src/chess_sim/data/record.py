@@ -33,7 +33,6 @@ import numpy as np
 
 from chess_sim import atomic
 from chess_sim.config import JOINT_NAMES, EnvConfig, RecordConfig
-from chess_sim.data.dagger import KEPT_ENDS, Dagger, driven_summary
 from chess_sim.data.integrity import DatasetFilesError, checked_metadata, repo_id
 from chess_sim.sim.episodes import expert_episode, ordered_map
 
@@ -122,34 +121,23 @@ def record_episode(env, expert, seed: int, index: int, rec: RecordConfig) -> Epi
 _WORKER = None
 
 
-def _init_worker(cfg: EnvConfig, rec: RecordConfig, dagger: Dagger | None) -> None:
+def _init_worker(cfg: EnvConfig, rec: RecordConfig, source) -> None:
     global _WORKER
     os.environ.setdefault("MUJOCO_GL", "egl")
     from chess_sim.sim.env import ChessEnv
     from chess_sim.sim.expert import ExpertDriver
 
     env = ChessEnv(cfg)
-    policy = None
-    if dagger is not None:
-        import torch
-
-        from chess_sim.policy.loading import load_policy
-
-        torch.set_num_threads(1)  # one simulator and its policy per process, one process per core
-        policy = load_policy(dagger.policy)
-    _WORKER = (env, ExpertDriver(env), rec, dagger, policy)
+    _WORKER = (env, ExpertDriver(env), rec, source, None if source is None else source.setup())
 
 
 def _worker_record(job: tuple[int, int]) -> tuple[int, list[Episode], dict | None]:
-    """One scene: (its index, the episodes to write, the driving policy's row under DAgger or None)."""
-    env, expert, rec, dagger, policy = _WORKER
+    """One scene: (its index, the episodes to write, the driving policy's row under a scene source or None)."""
+    env, expert, rec, source, state = _WORKER
     seed, index = job
-    if dagger is None:
+    if source is None:
         return index, [record_episode(env, expert, seed, index, rec)], None
-    from chess_sim.data.dagger import dagger_scene
-
-    takeovers, driven = dagger_scene(env, expert, policy, seed, index, dagger)
-    return index, takeovers, driven
+    return index, *source.scene(env, expert, state, seed, index)
 
 
 @dataclass
@@ -165,7 +153,7 @@ class Progress:
     saved: list = None
     failed: list = None
     driven: list = None
-    """Under DAgger, the driving policy's own outcome per scene."""
+    """With a scene source (DAgger), its row per scene: the driving policy's own outcome."""
 
     def __post_init__(self):
         self.saved = self.saved or []
@@ -204,9 +192,9 @@ def _config_dict(cfg: EnvConfig) -> dict:
     return json.loads(json.dumps(asdict(cfg)))
 
 
-def _settings(rec: RecordConfig, dagger: Dagger | None) -> dict:
+def _settings(rec: RecordConfig, source) -> dict:
     """The recording settings a resume must keep."""
-    return {**asdict(rec), **({} if dagger is None else {"dagger": {"policy": dagger.policy, **asdict(dagger.cfg)}})}
+    return {**asdict(rec), **({} if source is None else source.settings())}
 
 
 def _open_dataset(root: Path, cfg: EnvConfig, settings: dict, seed: int, episodes: int, resume: bool,
@@ -271,11 +259,13 @@ def encoder_leftovers(root: Path) -> list[Path]:
 
 def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: int, workers: int = 2,
            resume: bool = False, stop_after: int | None = None, backend: str = "local",
-           dagger: Dagger | None = None) -> dict:
+           source=None) -> dict:
     """Record scenes `(seed, 0..episodes-1)` into `root` with `workers` simulators (processes, or Ray actors with
-    `backend="ray"`); returns a summary. With `dagger`, a policy drives each scene and the expert's takeovers
-    from its states are the episodes (`data/dagger.py`). `stop_after` stops after the scene that brought this
-    call's saved episodes to at least that many (tests of resumption use it)."""
+    `backend="ray"`); returns a summary. Without `source` the expert demonstrates each scene; a `source` (DAgger,
+    `imitation/dagger.py`) makes a scene's episodes itself in the workers: its `setup()` runs once per worker,
+    `scene(env, expert, state, seed, index)` returns (episodes, a row for the summary), episodes ending in its
+    `kept_ends` are written, `settings()` joins what a resume must keep and `summary(rows)` the summary. `stop_after`
+    stops after the scene that brought this call's saved episodes to at least that many (tests of resumption)."""
     from chess_sim.progress import Progress as Bar
 
     from lerobot.configs.video import RGBEncoderConfig
@@ -284,14 +274,14 @@ def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: i
     root = Path(root)
     cfg = replace(cfg, render=True)
     encoder = RGBEncoderConfig(vcodec=rec.vcodec, preset=rec.vpreset)
-    dataset, progress = _open_dataset(root, cfg, _settings(rec, dagger), seed, episodes, resume, encoder)
+    dataset, progress = _open_dataset(root, cfg, _settings(rec, source), seed, episodes, resume, encoder)
     jobs = [(seed, index) for index in range(progress.next_index, progress.episodes)]
     bar = Bar(len(jobs), "record")
     timing = {"physics_s": 0.0, "render_s": 0.0, "encode_s": 0.0}
     frames = 0
     saved_now = 0
-    kept_ends = ("success",) if dagger is None else KEPT_ENDS
-    scenes = ordered_map(_worker_record, jobs, workers, _init_worker, (cfg, rec, dagger), backend=backend)
+    kept_ends = ("success",) if source is None else source.kept_ends
+    scenes = ordered_map(_worker_record, jobs, workers, _init_worker, (cfg, rec, source), backend=backend)
     try:
         with closing(scenes):
             for index, scene_episodes, driven in scenes:
@@ -319,7 +309,8 @@ def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: i
         seconds = bar.close()
     progress.finished = progress.next_index >= progress.episodes
     _commit(root, progress)
-    return _summary(root, progress, frames, seconds, timing)
+    return {**_summary(root, progress, frames, seconds, timing),
+            **({} if source is None else source.summary(progress.driven))}
 
 
 def _quiet_libraries() -> None:
@@ -366,7 +357,6 @@ def _summary(root: Path, progress: Progress, frames: int, seconds: float, timing
         "recovery_episodes": sum(e["recovery"] for e in progress.saved),
         "failures_by_end": dict(Counter(e["end"] for e in progress.failed)),
         "frames_this_run": frames, "seconds": seconds, "frames_per_s": frames / seconds if seconds else 0.0,
-        **driven_summary(progress.driven),
         "time_share": {key.removesuffix("_s"): value / busy for key, value in timing.items()},
     }
 

@@ -1,5 +1,7 @@
-"""DAgger scenes: a policy drives a scene, and from the states it visits the scripted expert takes over on a copy of
-the simulation; each takeover is one demonstration episode for `data/record.py` to write.
+"""DAgger recording: a policy drives a scene, and from the states it visits the scripted expert takes over on a copy
+of the simulation; each takeover is one demonstration episode. `Dagger` is the scene source that `data/record.py`
+hands to its workers (`record(..., source=Dagger(...))`), so recording itself stays crash-safe and resumable and
+never imports a policy.
 
 Time convention: a takeover at the policy's decision d starts from the state the policy decided on (after d
 executed chunks); its frame t holds the observation before the expert's command t, as every recorded episode does,
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -23,26 +25,43 @@ from chess_sim.sim.judge import episode_row
 
 RUNNING = "running"
 """End of a takeover that was still going when its `branch_steps` ran out (kept: a good demonstration so far)."""
-KEPT_ENDS = ("success", RUNNING)
 
 
 @dataclass(frozen=True)
 class Dagger:
-    """A DAgger recording: the policy directory that drives, and how (`config.DaggerConfig`)."""
+    """A DAgger recording: the policy directory that drives, and how (`config.DaggerConfig`). Sent to every
+    recording worker, which calls `setup` once and `scene` per scene."""
 
     policy: str
     cfg: DaggerConfig
+    kept_ends = ("success", RUNNING)
+    """Takeovers with these ends are written; the others are counted as failed."""
+
+    def settings(self) -> dict:
+        """What a resumed recording must keep."""
+        return {"dagger": {"policy": self.policy, **asdict(self.cfg)}}
+
+    def setup(self):
+        """In a worker: the driving policy, on one thread (one simulator and its policy per process and core)."""
+        from chess_sim.policy.loading import load_policy
+
+        torch.set_num_threads(1)
+        return load_policy(self.policy)
+
+    def scene(self, env, expert, policy, seed: int, index: int) -> tuple[list, dict]:
+        return dagger_scene(env, expert, policy, seed, index, self)
 
     def provenance(self) -> dict:
         return {"source": "dagger", "round": self.cfg.round, "policy": self.policy}
 
-
-def driven_summary(driven: list) -> dict:
-    """Under DAgger, how the driving policy itself did on the scenes so far."""
-    if not driven:
-        return {}
-    return {"policy_scenes": len(driven), "policy_success": sum(row["end"] == "success" for row in driven) / len(driven),
-            "policy_ends": dict(Counter(row["end"] for row in driven))}
+    @staticmethod
+    def summary(driven: list[dict]) -> dict:
+        """How the driving policy itself did on the scenes so far."""
+        if not driven:
+            return {}
+        return {"policy_scenes": len(driven),
+                "policy_success": sum(row["end"] == "success" for row in driven) / len(driven),
+                "policy_ends": dict(Counter(row["end"] for row in driven))}
 
 
 def dagger_scene(env, expert, policy, seed: int, index: int, dagger: Dagger):

@@ -6,13 +6,13 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from test_record import episode_arrays, load  # the same readers of a recorded dataset
+from recorded import episode_arrays, load
 
 from chess_sim.cli import main
 from chess_sim.config import CameraConfig, DaggerConfig, RecordConfig, profile
-from chess_sim.data.dagger import Dagger
 from chess_sim.data.record import RecordError, read_progress, record
 from chess_sim.imitation.bc import open_datasets
+from chess_sim.imitation.dagger import Dagger
 
 pytestmark = pytest.mark.slow  # every test records real episodes
 
@@ -26,7 +26,7 @@ TAKEOVER = DaggerConfig(round=2, branch_steps=30)
 def dagger_run(tiny_policy_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("dagger") / "round2"
     summary = record(root, CFG, RecordConfig(recovery_fraction=0.0), SEED, 1, workers=1,
-                     dagger=Dagger(str(tiny_policy_dir), TAKEOVER))
+                     source=Dagger(str(tiny_policy_dir), TAKEOVER))
     return root, summary
 
 
@@ -59,7 +59,7 @@ def test_the_first_takeover_is_the_experts_own_demonstration_from_the_start(dagg
 def test_takeovers_leave_the_policys_episode_untouched(dagger_run, tiny_policy_dir, tmp_path):
     root, _ = dagger_run
     once = record(tmp_path / "once", CFG, RecordConfig(recovery_fraction=0.0), SEED, 1, workers=1,
-                  dagger=Dagger(str(tiny_policy_dir), replace(TAKEOVER, branch_every=100)))
+                  source=Dagger(str(tiny_policy_dir), replace(TAKEOVER, branch_every=100)))
     assert once["episodes_saved"] + once["episodes_failed"] == 1
     assert read_progress(tmp_path / "once").driven == read_progress(root).driven
 
@@ -67,12 +67,12 @@ def test_takeovers_leave_the_policys_episode_untouched(dagger_run, tiny_policy_d
 def test_a_resumed_dagger_recording_equals_an_uninterrupted_one(tiny_policy_dir, tmp_path):
     dagger, rec = Dagger(str(tiny_policy_dir), TAKEOVER), RecordConfig(recovery_fraction=0.0)
     whole, parts = tmp_path / "whole", tmp_path / "parts"
-    record(whole, CFG, rec, SEED, 2, workers=1, dagger=dagger)
-    record(parts, CFG, rec, SEED, 2, workers=1, dagger=dagger, stop_after=1)
+    record(whole, CFG, rec, SEED, 2, workers=1, source=dagger)
+    record(parts, CFG, rec, SEED, 2, workers=1, source=dagger, stop_after=1)
     assert not read_progress(parts).finished
     with pytest.raises(RecordError, match="another seed, profile or recording settings"):
-        record(parts, CFG, rec, SEED, 2, workers=1, resume=True, dagger=Dagger(str(tiny_policy_dir), DaggerConfig()))
-    record(parts, CFG, rec, SEED, 2, workers=1, resume=True, dagger=dagger)
+        record(parts, CFG, rec, SEED, 2, workers=1, resume=True, source=Dagger(str(tiny_policy_dir), DaggerConfig()))
+    record(parts, CFG, rec, SEED, 2, workers=1, resume=True, source=dagger)
     a, b = read_progress(whole), read_progress(parts)
     assert (a.saved, a.failed, a.driven) == (b.saved, b.failed, b.driven) and b.finished
     for episode in range(load(whole).num_episodes):
