@@ -16,7 +16,11 @@ EPISODES = 2
 
 
 def run(*argv, cwd):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    # lerobot-eval's policy on as many threads as chess-sim eval's (half the cores): the thread count changes the
+    # last bits of a policy's actions, and a contact-rich trajectory can then end otherwise
+    threads = str(max(1, (os.cpu_count() or 1) // 2))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),
+           "OMP_NUM_THREADS": threads}
     result = subprocess.run([str(BIN / argv[0]), *argv[1:]], cwd=cwd, env=env, capture_output=True, text=True)
     assert result.returncode == 0, f"{argv[0]} failed:\n{result.stderr[-3000:]}"
 

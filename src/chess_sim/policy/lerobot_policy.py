@@ -79,7 +79,10 @@ class LeRobotPolicy:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.policy.reset()  # LeRobot policies queue actions and observations; each decision starts afresh
-            inputs = self.preprocessor(row)
+            # contiguous (B, C, H, W), as lerobot-eval hands them over: a permuted (channels-last) image takes other
+            # convolution kernels, and their last bits differ
+            inputs = self.preprocessor({key: value.contiguous() if torch.is_tensor(value) else value
+                                        for key, value in row.items()})
             if self.observation_history:
                 inputs = {key: value.unsqueeze(1) if key.startswith("observation.") and torch.is_tensor(value)
                           else value for key, value in inputs.items()}
