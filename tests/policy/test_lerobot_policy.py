@@ -110,3 +110,21 @@ def test_a_damaged_lerobot_directory_is_one_line(act_dir, tmp_path):
         load_evaluated(broken)
     assert "\n" not in str(error.value)
     assert not is_lerobot_policy(tmp_path)
+
+
+def test_a_smolvla_without_our_sidecar_runs_through_lerobots_own_processors(tmp_path):
+    """As a SmolVLA fine-tuned by lerobot-train would come: LeRobot's processors hold its normalisation."""
+    from chess_sim.policy.base import Normalizer
+    from chess_sim.policy.smolvla import SIDECAR
+    from chess_sim.policy.smolvla_build import build_tiny_smolvla
+
+    stats = {"observation.state": {"mean": [0.0] * 6, "std": [30.0] * 6},
+             "action": {"mean": [0.0] * 6, "std": [20.0] * 6}}
+    build_tiny_smolvla(tmp_path / "vlm", normalizer=Normalizer.from_stats(stats)).save(tmp_path / "smolvla")
+    (tmp_path / "smolvla" / SIDECAR).unlink()
+    policy = load_evaluated(tmp_path / "smolvla")
+    assert isinstance(policy, LeRobotPolicy) and (policy.type, policy.action_steps) == ("smolvla", 50)
+    batch = batch_of(2)
+    chunks = policy.act(batch, generators([1, 2]))
+    assert chunks.shape == (2, 50, 6) and (chunks == policy.act(batch, generators([1, 2]))).all()
+    assert not (chunks[0] == policy.act(batch, generators([3, 2]))[0]).all()  # the draw comes from the generator

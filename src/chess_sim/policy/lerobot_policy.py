@@ -24,6 +24,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+TIME_DIMENSION = {"diffusion"}
+"""Policy types whose `predict_action_chunk`, called without their observation queues, reads every observation as
+(B, n_obs_steps, ...) (SmolVLA, pi0 and ACT read (B, ...); a SmolVLA given the time dimension fails)."""
+
+
 class LeRobotPolicy:
     """A LeRobot `PreTrainedPolicy` with its pre- and post-processors (see the module docstring)."""
 
@@ -36,8 +41,8 @@ class LeRobotPolicy:
         simulators deliver (`base.observed_env`); None when its cameras differ in size or are not square."""
         self.action_steps = int(config.n_action_steps)
         """Actions executed per decision."""
-        self.observation_history = config.observation_delta_indices is not None
-        """Whether the model takes observations with a time dimension (diffusion: (B, n_obs_steps, ...))."""
+        self.observation_history = config.type in TIME_DIMENSION
+        """Whether the model takes observations with a time dimension, (B, n_obs_steps, ...)."""
 
     @classmethod
     def load(cls, directory, device: str = "cpu") -> "LeRobotPolicy":
