@@ -4,7 +4,9 @@
 #               scenes of seed 7700003 + 1000 r and the expert's takeovers from its states are recorded;
 #   2. train    on the demonstrations and every round's takeovers so far, from the previous policy's weights
 #               (FROM=init) or from scratch (FROM=scratch);
-#   3. validate the round's best checkpoint on VAL_EPISODES validation scenes.
+#   3. evaluate the round's best checkpoint on VAL_EPISODES held-out scenes of seed 9300004 (training picks `best`
+#      on the validation seed 9300003, so its own readings are biased upwards).
+# Compact policies only (the `train` recipe here builds and fine-tunes compact policies).
 # Every step resumes where an interrupted run stopped and a finished step is skipped, so running the same command
 # again continues the loop (a round takes longer than one sitting).
 #   scripts/dagger_rounds.sh DEMOS POLICY OUT [ROUNDS]
@@ -20,7 +22,8 @@ cd "$(dirname "$0")/.."
 case "${FROM:-init}" in init|scratch) ;; *) echo "error: FROM must be init or scratch, got '$FROM'" >&2; exit 2;; esac
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "error: ROUNDS must be a positive integer, got '$rounds'" >&2; exit 2; }
 [[ -f "$demos/meta/info.json" ]] || { echo "error: $demos is not a LeRobot dataset" >&2; exit 2; }
-[[ -f "$policy/config.json" ]] || { echo "error: $policy is not a policy directory" >&2; exit 2; }
+grep -q '"kind": "compact"' "$policy/config.json" 2>/dev/null ||
+    { echo "error: $policy is not a compact policy directory (the rounds train compact policies)" >&2; exit 2; }
 export MUJOCO_GL=${MUJOCO_GL:-egl}
 cs=.venv/bin/chess-sim
 datasets=("$demos")
@@ -45,7 +48,7 @@ for ((r = 1; r <= rounds; r++)); do
 
     if [[ ! -f "$round/val/summary.json" ]]; then
         resume=(); [[ -f "$round/val/eval_args.json" ]] && resume=(--resume)
-        $cs eval --policy "$round/train/best" --seed 9300003 --episodes "${VAL_EPISODES:-20}" --out "$round/val" \
+        $cs eval --policy "$round/train/best" --seed 9300004 --episodes "${VAL_EPISODES:-20}" --out "$round/val" \
             "${resume[@]}"
     fi
     previous=$round/train/best
@@ -55,7 +58,7 @@ import json, sys
 from pathlib import Path
 
 out, rounds = Path(sys.argv[1]), int(sys.argv[2])
-print("round  takeovers kept  driving policy's success  validation success of the round's policy")
+print("round  takeovers kept  driving policy's success  held-out success of the round's policy")
 for r in range(1, rounds + 1):
     record = json.loads((out / f"round_{r}" / "record.json").read_text())
     val = json.loads((out / f"round_{r}" / "val" / "summary.json").read_text())

@@ -7,7 +7,8 @@ two policies evaluated on the same scenes see the same draws (a paired compariso
 
 Output folder: `summary.json` (summary keys with Wilson 95% intervals), `episodes.csv` (one row per scene, in
 index order), `videos/episode_XXXX.mp4` (the first K episodes) and `eval_args.json`. Both result files are
-pure functions of the arguments, so a second run writes them byte-identical. Finished episodes are appended to
+pure functions of the arguments (the policy's thread count among them, `policy_threads`), so a second run writes
+them byte-identical. Finished episodes are appended to
 `progress.jsonl` as they end, so `resume` re-runs only the episodes that had not finished.
 """
 
@@ -78,7 +79,10 @@ def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: boo
     returns (summary, rows in index order, timing)."""
     out = Path(out)
     is_object = not isinstance(policy, (str, Path))
-    arguments = {"policy": label if is_object else str(policy), "eval": asdict(cfg), "env": asdict(env_cfg)}
+    threads = None if policy == EXPERT else policy_threads()
+    # the thread count is an argument: it changes a policy's last bits, so a resume must keep it
+    arguments = {"policy": label if is_object else str(policy), "eval": asdict(cfg), "env": asdict(env_cfg),
+                 "policy_threads": threads}
     policy = policy if is_object else _open_policy(policy)
     if cfg.noise is not None and not (policy == EXPERT or hasattr(policy, "steps")):
         raise EvalError("--noise is the chess-sim flow policies' ReinFlow sampler; this policy has no such chain")
@@ -89,7 +93,7 @@ def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: boo
     started = time.perf_counter()
     if todo:
         try:
-            _run(policy, todo, out, cfg, env_cfg, rows, timing, backend)
+            _run(policy, todo, out, cfg, env_cfg, rows, timing, backend, threads)
         finally:
             torch.set_num_threads(torch_threads)
     timing.total_s = time.perf_counter() - started
@@ -143,18 +147,22 @@ def _prepare_out(out: Path, arguments: dict, resume: bool) -> dict[int, dict]:
     return {row["index"]: row for row in jsonl.keep(out / "progress.jsonl", lambda row: "index" in row)}
 
 
+def policy_threads() -> int:
+    """Threads of the policy in an evaluation: half the cores this process may use. Simulator processes work while
+    the policy decides; the count changes a policy's floating-point results (an ACT's trajectory diverged between 1
+    and 2 threads), so it follows the machine, never `--envs`."""
+    return max(1, len(os.sched_getaffinity(0)) // 2)
+
+
 def _run(policy, todo: list[int], out: Path, cfg: EvalConfig, env_cfg: EnvConfig, rows: dict, timing: Timing,
-         backend: str):
+         backend: str, threads: int | None):
     from chess_sim.scheduler import drive
     from chess_sim.sim.vec_env import make_vec_env
 
     is_expert = policy == EXPERT
     env_cfg = replace(env_cfg, render=not is_expert, early_stop=cfg.early_stop)
     if not is_expert:
-        # Simulator processes work while the policy decides. The policy's thread count changes its floating-point
-        # results (an ACT's trajectory diverged between 1 and 2 threads), so it follows the machine, never --envs:
-        # half the cores.
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))
+        torch.set_num_threads(threads)
         env_cfg = observed_env(policy, env_cfg)
     options = {"check_expert": True} if cfg.check_expert else {}
     bar = Progress(len(todo), "eval")

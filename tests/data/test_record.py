@@ -85,6 +85,52 @@ def test_interrupted_then_resumed_equals_one_uninterrupted_run(tmp_path):
             assert np.array_equal(x, y)
 
 
+class TwoPerScene:
+    """A scene source writing the expert's demonstration of each scene twice (the shape of a DAgger scene: several
+    episodes per scene, committed with the scene)."""
+
+    kept_ends = ("success",)
+
+    def settings(self):
+        return {"two_per_scene": True}
+
+    def setup(self):
+        return None
+
+    def scene(self, env, expert, state, seed, index):
+        from chess_sim.data.record import record_episode
+
+        episode = record_episode(env, expert, seed, index, RecordConfig(recovery_fraction=0.0))
+        return [episode, episode], {"end": "success"}
+
+    @staticmethod
+    def summary(rows):
+        return {"rows": len(rows)}
+
+
+def test_ctrl_c_inside_a_scene_rolls_back_to_the_scene_start(tmp_path, monkeypatch):
+    import chess_sim.data.record as recorder
+
+    rec = RecordConfig(recovery_fraction=0.0)
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    assert record(whole, CFG, rec, SEED, 2, workers=1, source=TwoPerScene())["rows"] == 2
+    save, calls = recorder._save, []
+
+    def save_then_interrupt(*args):
+        calls.append(1)
+        if len(calls) == 4:  # the second episode of the second scene
+            raise KeyboardInterrupt
+        return save(*args)
+
+    monkeypatch.setattr(recorder, "_save", save_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        record(parts, CFG, rec, SEED, 2, workers=1, source=TwoPerScene())
+    monkeypatch.setattr(recorder, "_save", save)
+    assert load(parts).num_episodes == len(read_progress(parts).saved) == 2  # not 3: the scene is rolled back
+    record(parts, CFG, rec, SEED, 2, workers=1, resume=True, source=TwoPerScene())
+    assert read_progress(parts).saved == read_progress(whole).saved and load(parts).num_frames == load(whole).num_frames
+
+
 def test_non_empty_directory_and_wrong_resume_are_refused(tmp_path, two_episodes):
     (tmp_path / "other.txt").write_text("x")
     with pytest.raises(RecordError, match="not empty"):

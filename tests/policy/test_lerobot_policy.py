@@ -102,14 +102,40 @@ def test_unsupported_policies_are_refused_in_one_line(config, message, tmp_path,
     assert "\n" not in str(error.value)
 
 
-def test_a_damaged_lerobot_directory_is_one_line(act_dir, tmp_path):
+@pytest.mark.parametrize("config, words", [({"type": "act", "chunk_size": "many"}, "cannot be read"),
+                                           ({"type": "no_such_policy"}, "cannot be read")])
+def test_a_damaged_lerobot_config_is_one_short_line(config, words, tmp_path):
     broken = tmp_path / "broken"
     broken.mkdir()
-    (broken / "config.json").write_text(json.dumps({"type": "act", "chunk_size": "many"}))
-    with pytest.raises(ValueError, match="cannot be loaded") as error:
+    (broken / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=words) as error:
         load_evaluated(broken)
-    assert "\n" not in str(error.value)
+    assert "\n" not in str(error.value) and len(str(error.value)) < 400
     assert not is_lerobot_policy(tmp_path)
+
+
+def test_damaged_weights_are_one_line(act_dir, tmp_path):
+    import shutil
+
+    shutil.copytree(act_dir, tmp_path / "act")
+    (tmp_path / "act" / "model.safetensors").write_bytes(b"not weights")
+    with pytest.raises(ValueError, match="cannot be loaded") as error:
+        load_evaluated(tmp_path / "act")
+    assert "\n" not in str(error.value)
+
+
+def test_a_policy_for_other_cameras_or_joints_is_refused(act_dir, tmp_path):
+    import shutil
+
+    for name, change in (("cameras", lambda c: c["input_features"].update(
+            {"observation.images.top": c["input_features"].pop("observation.images.front")})),
+                         ("joints", lambda c: c["output_features"]["action"].update(shape=[7]))):
+        shutil.copytree(act_dir, tmp_path / name)
+        config = json.loads((tmp_path / name / "config.json").read_text())
+        change(config)
+        (tmp_path / name / "config.json").write_text(json.dumps(config))
+        with pytest.raises(ValueError, match="observation.images.top" if name == "cameras" else r"\(7,\)"):
+            load_evaluated(tmp_path / name)
 
 
 def test_a_smolvla_without_our_sidecar_runs_through_lerobots_own_processors(tmp_path):

@@ -282,6 +282,7 @@ def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: i
     saved_now = 0
     kept_ends = ("success",) if source is None else source.kept_ends
     scenes = ordered_map(_worker_record, jobs, workers, _init_worker, (cfg, rec, source), backend=backend)
+    committed = (len(progress.saved), len(progress.failed))
     try:
         with closing(scenes):
             for index, scene_episodes, driven in scenes:
@@ -301,11 +302,17 @@ def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: i
                     progress.driven.append(driven)
                 progress.next_index = index + 1
                 _commit(root, progress)
+                committed = (len(progress.saved), len(progress.failed))
                 bar.advance(note=f"saved {len(progress.saved)}  failed {len(progress.failed)}")
                 if stop_after is not None and saved_now >= stop_after:
                     break
     finally:
         dataset.finalize()
+        if (len(progress.saved), len(progress.failed)) != committed:
+            # stopped inside a scene (Ctrl-C between its episodes): back to the scene's start, as --resume would
+            # do, so the dataset lists no episode that meta/chess_sim.json does not
+            del progress.saved[committed[0]:], progress.failed[committed[1]:]
+            _roll_back_to_commit(root, progress)
         seconds = bar.close()
     progress.finished = progress.next_index >= progress.episodes
     _commit(root, progress)
@@ -386,7 +393,7 @@ def inspect(root: Path) -> dict:
                               "action")},
         "pieces": dict(Counter(f"{e['color']} {e['piece']}" for e in saved)),
         "recovery_episodes": sum(e["recovery"] for e in saved),
-        "failed_scenes": len(progress.failed) if progress else None,
+        "failed_episodes": len(progress.failed) if progress else None,
         "instructions": sorted(meta.tasks.index.tolist()),
         "stats": stats,
     }

@@ -24,7 +24,8 @@ from chess_sim.config import DaggerConfig
 from chess_sim.sim.judge import episode_row
 
 RUNNING = "running"
-"""End of a takeover that was still going when its `branch_steps` ran out (kept: a good demonstration so far)."""
+"""End of a takeover that was still going when its `branch_steps` or the episode's time ran out (kept: a good
+demonstration so far)."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,9 @@ class Dagger:
         return {"dagger": {"policy": self.policy, **asdict(self.cfg)}}
 
     def setup(self):
-        """In a worker: the driving policy, on one thread (one simulator and its policy per process and core)."""
+        """In a worker: the driving policy, on one thread (one simulator and its policy per process and core). Always
+        one, so that the recording does not depend on where it runs: a thread count changes a policy's last bits.
+        (With one worker the worker is the calling process, which keeps the one thread.)"""
         from chess_sim.policy.loading import load_policy
 
         torch.set_num_threads(1)
@@ -112,7 +115,7 @@ def _takeover(env, expert, steps: int) -> tuple[dict, dict, dict]:
             if terminated or truncated:
                 break
         row = episode_row(info)
-    if row["end"] is None:
+    if row["end"] in (None, "timeout"):  # cut short by its step budget or by the policy episode's time limit
         row["end"] = RUNNING
     return {name: np.stack(values) for name, values in columns.items()}, row, seconds
 

@@ -55,18 +55,18 @@ class LeRobotPolicy:
         directory = Path(directory)
         try:
             config = PreTrainedConfig.from_pretrained(directory, local_files_only=True)
-            config.device = device
-            _check_supported(config, directory)
+        except Exception as error:  # noqa: BLE001 - draccus, json and the type registry each raise their own
+            raise ValueError(f"{directory} holds a LeRobot policy config that cannot be read: {_short(error)}") from None
+        config.device = device
+        _check_supported(config, directory)
+        try:
             policy = get_policy_class(config.type).from_pretrained(directory, config=config, local_files_only=True)
             preprocessor, postprocessor = make_pre_post_processors(
                 config, pretrained_path=str(directory),
                 preprocessor_overrides={"device_processor": {"device": device}},
                 postprocessor_overrides={"device_processor": {"device": "cpu"}})
-        except ValueError:
-            raise
-        except Exception as error:  # noqa: BLE001 - draccus, safetensors, json and torch each raise their own
-            message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise ValueError(f"{directory} holds a LeRobot policy that cannot be loaded: {message}") from None
+        except Exception as error:  # noqa: BLE001 - safetensors, transformers and torch each raise their own
+            raise ValueError(f"{directory} holds a LeRobot policy that cannot be loaded: {_short(error)}") from None
         policy.eval()
         return cls(policy, preprocessor, postprocessor)
 
@@ -105,7 +105,26 @@ def is_lerobot_policy(directory) -> bool:
     return isinstance(data, dict) and isinstance(data.get("type"), str)
 
 
+def _short(error: Exception, limit: int = 200) -> str:
+    """An exception's first line, cut to `limit` characters (LeRobot's unknown-type error lists every type)."""
+    text = str(error).strip()
+    line = text.splitlines()[0] if text else type(error).__name__
+    return line if len(line) <= limit else line[:limit] + "..."
+
+
 def _check_supported(config, directory: Path) -> None:
+    from chess_sim.policy.smolvla import CAMERAS
+
+    ours = {f"observation.images.{name}" for name in CAMERAS}
+    images = set(config.image_features)
+    if not images or not images <= ours:
+        raise ValueError(f"{directory}: the policy reads the cameras {sorted(images)}; chess-sim has "
+                         f"{sorted(ours)} (train it on a chess-sim dataset, or use lerobot-eval's --rename_map)")
+    state, action = config.robot_state_feature, config.action_feature
+    if state is None or tuple(state.shape) != (6,) or action is None or tuple(action.shape) != (6,):
+        raise ValueError(f"{directory}: the policy's state and action must be the SO-101's 6 joints, got "
+                         f"{None if state is None else tuple(state.shape)} and "
+                         f"{None if action is None else tuple(action.shape)}")
     if getattr(config, "n_obs_steps", 1) != 1:
         raise ValueError(f"{directory}: {config.type} with n_obs_steps={config.n_obs_steps} needs an observation "
                          "history; chess-sim eval supports n_obs_steps=1 (use lerobot-eval --env.type=chess_sim)")
