@@ -1,5 +1,6 @@
 """Damaged datasets are refused with one line before anything reads them: a missing data file (LeRobot would try
-the network) and a video cut short (LeRobot would fail deep inside a training run)."""
+the network), a video cut short (LeRobot would fail deep inside a training run) and a half-written frame file a
+killed recording left (LeRobot's loader would end in a traceback)."""
 
 import shutil
 
@@ -16,6 +17,8 @@ def damaged(demos, tmp_path, how: str):
     shutil.copytree(demos, root)
     if how == "data":
         next((root / "data").rglob("*.parquet")).unlink()
+    elif how == "stray":  # what a recording killed while saving its next episode leaves
+        (root / "data" / "chunk-000" / "file-001.parquet").write_bytes(b"PAR1 half")
     else:
         video = next((root / "videos").rglob("*.mp4"))
         video.write_bytes(video.read_bytes()[:3000])
@@ -26,13 +29,16 @@ def test_an_intact_recording_passes(demos):
     assert checked_metadata(demos).total_episodes == 1
 
 
-@pytest.mark.parametrize("how, words", [("data", "is missing data/"), ("video", "damaged video videos/")])
+DAMAGES = [("data", "is missing data/"), ("video", "damaged video videos/"), ("stray", "no saved episode")]
+
+
+@pytest.mark.parametrize("how, words", DAMAGES)
 def test_a_damaged_dataset_is_refused(demos, tmp_path, how, words):
     with pytest.raises(DatasetFilesError, match=words):
         checked_metadata(damaged(demos, tmp_path, how))
 
 
-@pytest.mark.parametrize("how, words", [("data", "is missing data/"), ("video", "damaged video videos/")])
+@pytest.mark.parametrize("how, words", DAMAGES)
 @pytest.mark.parametrize("verb", ["inspect", "train"])
 def test_the_cli_says_it_in_one_line(demos, tmp_path, capsys, how, words, verb):
     root = damaged(demos, tmp_path, how)

@@ -42,14 +42,21 @@ def check_files(meta) -> None:
     root = Path(meta.root)
     videos: dict[Path, float] = {}
     """Each video file and the latest timestamp its episodes need, seconds."""
+    needed_data = set()
     for episode in range(meta.total_episodes):
         data = root / meta.get_data_file_path(episode)
+        needed_data.add(data)
         if not data.is_file():
             raise DatasetFilesError(f"{root} is missing {data.relative_to(root)} (episode {episode}'s frames)")
         for key in meta.video_keys:
             path = root / meta.get_video_file_path(episode, key)
             end = float(meta.episodes[episode][f"videos/{key}/to_timestamp"])
             videos[path] = max(videos.get(path, 0.0), end)
+    # LeRobot reads every frame file in data/: one that no saved episode owns is what a killed recording left
+    strays = sorted(set((root / "data").rglob("*.parquet")) - needed_data)
+    if strays:
+        raise DatasetFilesError(f"{root} holds {strays[0].relative_to(root)}, a frame file of no saved episode (left "
+                                f"by a killed recording?): `chess-sim record --resume` removes it")
     for path, needed in videos.items():
         if not path.is_file():
             raise DatasetFilesError(f"{root} is missing {path.relative_to(root)}")
