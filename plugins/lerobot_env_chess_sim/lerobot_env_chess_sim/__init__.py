@@ -17,11 +17,10 @@ from lerobot.configs import FeatureType, PolicyFeature
 from lerobot.envs.configs import EnvConfig
 from lerobot.utils.constants import ACTION, OBS_IMAGES, OBS_STATE
 
-from chess_sim.config import ACTION_DIM, PROFILES, TEST_SEED, profile
+from chess_sim.config import ACTION_DIM, CAMERAS, PROFILES, TEST_SEED, profile
 
 PACKAGE = "lerobot_env_chess_sim"
 TASK = "ChessSim-v0"
-CAMERAS = ("front", "wrist")
 
 if f"{PACKAGE}/{TASK}" not in gymnasium.registry:
     gymnasium.register(id=f"{PACKAGE}/{TASK}", entry_point="chess_sim.sim.lerobot_env:LeRobotChessEnv")

@@ -10,8 +10,8 @@ The package is the one home of every default: `base` (shared constants, validati
 simulator) and `learning` (recording, policies, training, evaluation, RL). Everything is importable from here.
 """
 
-from chess_sim.config.base import (ACTION_DIM, BACKENDS, CHUNK, DENOISE_STEPS, JOINT_NAMES, POLICY_KINDS,  # noqa: F401
-                                   TEST_SEED, TRAIN_SEED, VALIDATION_SEED, replace_fields)
+from chess_sim.config.base import (ACTION_DIM, BACKENDS, CAMERAS, CHUNK, DENOISE_STEPS, JOINT_NAMES,  # noqa: F401
+                                   POLICY_KINDS, TEST_SEED, TRAIN_SEED, VALIDATION_SEED, replace_fields)
 from chess_sim.config.env import (PROFILES, BoardConfig, CameraConfig, EnvConfig, JudgeConfig,  # noqa: F401
                                   PhysicsConfig, RewardConfig, SceneConfig, profile)
 from chess_sim.config.learning import (RATIOS, RL_PROFILES, CompactConfig, DaggerConfig, EvalConfig,  # noqa: F401

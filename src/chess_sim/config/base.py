@@ -15,6 +15,8 @@ ACTION_DIM = 6
 DENOISE_STEPS = 10
 """K: Euler steps of a flow policy's denoising chain."""
 
+CAMERAS = ("front", "wrist")
+"""The two cameras: observations `pixels/<name>`, dataset and policy features `observation.images.<name>`."""
 JOINT_NAMES = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
 """LeRobot SO-101 follower joint names; arm joints in degrees, gripper 0 (closed) to 100 (open)."""
 

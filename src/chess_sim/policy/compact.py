@@ -25,12 +25,11 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from chess_sim import atomic
-from chess_sim.config import CompactConfig
+from chess_sim.config import CAMERAS, CompactConfig
 from chess_sim.policy.base import Normalizer, standard_start
 from chess_sim.sim.tasks import COLORS, PIECES, parse_instruction
 
 KIND = "compact"
-CAMERAS = ("front", "wrist")
 
 
 def tokenize_instruction(texts: list[str]) -> torch.Tensor:

@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from chess_sim.config import CAMERAS
+
 TIME_DIMENSION = {"diffusion"}
 """Policy types whose `predict_action_chunk`, called without their observation queues, reads every observation as
 (B, n_obs_steps, ...) (SmolVLA, pi0 and ACT read (B, ...); a SmolVLA given the time dimension fails)."""
@@ -113,8 +115,6 @@ def _short(error: Exception, limit: int = 200) -> str:
 
 
 def _check_supported(config, directory: Path) -> None:
-    from chess_sim.policy.smolvla import CAMERAS
-
     ours = {f"observation.images.{name}" for name in CAMERAS}
     images = set(config.image_features)
     if not images or not images <= ours:

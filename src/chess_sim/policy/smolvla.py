@@ -43,12 +43,11 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from chess_sim import atomic  # noqa: E402
-from chess_sim.config import ACTION_DIM, CHUNK  # noqa: E402
+from chess_sim.config import ACTION_DIM, CAMERAS, CHUNK  # noqa: E402
 from chess_sim.policy.base import Normalizer, standard_start  # noqa: E402
 
 KIND = "smolvla"
 SIDECAR = "chess_sim_policy.json"
-CAMERAS = ("front", "wrist")
 STATE, ACTION = "observation.state", "action"
 
 

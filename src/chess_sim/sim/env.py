@@ -9,15 +9,13 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from chess_sim.config import TRAIN_SEED, EnvConfig, RewardConfig, profile
+from chess_sim.config import CAMERAS, TRAIN_SEED, EnvConfig, RewardConfig, profile
 from chess_sim.sim.expert import rest_pose
 from chess_sim.sim.images import resize_image
 from chess_sim.sim.judge import Judge
 from chess_sim.sim.scene import Scene, build_scene, place_task
 from chess_sim.sim.sim_state import ContactReader, Units, snapshot
 from chess_sim.sim.tasks import Task, sample_task
-
-CAMERAS = ("front", "wrist")
 
 
 class ChessEnv(gym.Env):
