@@ -75,8 +75,8 @@ def test_a_takeover_leaves_the_episode_as_it_was():
             env.advance(expert.action())
         before = (env.data.qpos.copy(), env.data.qvel.copy(), env.steps, deepcopy(vars(env.judge)))
         if take_over:
-            frames, row, _ = _takeover(env, expert, 30)
-            assert len(frames["action"]) == 30 and row["end"] == "running"
+            takeover = _takeover(env, expert, 30, 0, {})
+            assert len(takeover.action) == 30 and takeover.row["end"] == "running"
             after = (env.data.qpos, env.data.qvel, env.steps, vars(env.judge))
             assert np.array_equal(after[0], before[0]) and np.array_equal(after[1], before[1])
             assert after[2] == before[2] and after[3].keys() == before[3].keys()

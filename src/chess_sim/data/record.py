@@ -84,6 +84,34 @@ def is_recovery(seed: int, index: int, fraction: float) -> bool:
     return bool(np.random.default_rng([seed, index, 0xDA27]).random() < fraction)
 
 
+class EpisodeRecorder:
+    """The columns of an episode as the expert drives it: `observe()` before each step (both cameras, the measured
+    joints), `keep(command)` the expert's command, which is the recorded action (and is returned to execute)."""
+
+    def __init__(self, env):
+        self.env = env
+        self.columns: dict[str, list] = {"front": [], "wrist": [], "state": [], "action": []}
+        self.render_s = 0.0
+
+    def observe(self) -> None:
+        started = time.perf_counter()
+        images = self.env.camera_images()
+        self.render_s += time.perf_counter() - started
+        self.columns["front"].append(images["front"])
+        self.columns["wrist"].append(images["wrist"])
+        self.columns["state"].append(self.env.state())
+
+    def keep(self, command: np.ndarray) -> np.ndarray:
+        self.columns["action"].append(command)
+        return command
+
+    def episode(self, index: int, row: dict, recovery: bool, physics_s: float,
+                provenance: dict | None = None) -> Episode:
+        front, wrist, state, action = (np.stack(self.columns[name]) for name in ("front", "wrist", "state", "action"))
+        return Episode(index=index, front=front, wrist=wrist, state=state, action=action, row=row, recovery=recovery,
+                       physics_s=physics_s, render_s=self.render_s, provenance=provenance)
+
+
 def record_episode(env, expert, seed: int, index: int, rec: RecordConfig) -> Episode:
     """Run the expert (`sim.expert.ExpertDriver`) on scene `(seed, index)` with rendering; recovery episodes
     execute a noisy command, while the recorded action stays the expert's own."""
@@ -91,20 +119,10 @@ def record_episode(env, expert, seed: int, index: int, rec: RecordConfig) -> Epi
     noise_rng = np.random.default_rng([seed, index, 0x0153])
     noise = np.zeros(6)
     innovation = rec.recovery_noise_deg * np.sqrt(1.0 - rec.recovery_noise_corr**2)
-    fronts, wrists, states, actions = [], [], [], []
-    render_s = 0.0
-
-    def observe() -> None:
-        nonlocal render_s
-        started = time.perf_counter()
-        images = env.camera_images()
-        render_s += time.perf_counter() - started
-        fronts.append(images["front"])
-        wrists.append(images["wrist"])
-        states.append(env.state())
+    recorder = EpisodeRecorder(env)
 
     def execute(command: np.ndarray) -> np.ndarray:
-        actions.append(command)
+        recorder.keep(command)
         if not recovery:
             return command
         noise[:5] = rec.recovery_noise_corr * noise[:5] + innovation * noise_rng.standard_normal(5)
@@ -112,10 +130,9 @@ def record_episode(env, expert, seed: int, index: int, rec: RecordConfig) -> Epi
             return command + noise.astype(np.float32)
         return command
 
-    row, physics_s = expert_episode(env, expert, seed, index, observe, execute)
+    row, physics_s = expert_episode(env, expert, seed, index, recorder.observe, execute)
     row.pop("seconds")
-    return Episode(index=index, front=np.stack(fronts), wrist=np.stack(wrists), state=np.stack(states),
-                   action=np.stack(actions), row=row, recovery=recovery, physics_s=physics_s, render_s=render_s)
+    return recorder.episode(index, row, recovery, physics_s)
 
 
 _WORKER = None

@@ -13,7 +13,6 @@ returned as failed.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 
@@ -71,19 +70,14 @@ def dagger_scene(env, expert, policy, seed: int, index: int, dagger: Dagger):
     """Scene `(seed, index)` driven by `policy` (a FlowPolicy, deterministic chain from x_0 = `start_spread` times
     a standard-normal draw from the scene's `torch_seed`), with an expert takeover before every `branch_every`-th
     decision. Returns (takeover episodes in order, the policy's own episode row)."""
-    from chess_sim.data.record import Episode
-
     observation, info = env.reset(seed=seed, options={"index": index})
     generator = torch.Generator().manual_seed(info["torch_seed"])
     cfg = dagger.cfg
     takeovers, decision, total = [], 0, 0.0
     while True:
         if decision % cfg.branch_every == 0 and env.judge.failure is None:
-            frames, row, seconds = _takeover(env, expert, cfg.branch_steps)
-            takeovers.append(Episode(index=index, front=frames["front"], wrist=frames["wrist"], state=frames["state"],
-                                     action=frames["action"], row=row, recovery=False, physics_s=seconds["physics"],
-                                     render_s=seconds["render"],
-                                     provenance={**dagger.provenance(), "decision": decision, "step": env.steps}))
+            provenance = {**dagger.provenance(), "decision": decision, "step": env.steps}
+            takeovers.append(_takeover(env, expert, cfg.branch_steps, index, provenance))
         chunk = _decide(policy, observation, info["instruction"], generator, cfg.start_spread)
         observation, reward, terminated, truncated, info = env.step_chunk(chunk)
         total += reward
@@ -95,29 +89,19 @@ def dagger_scene(env, expert, policy, seed: int, index: int, dagger: Dagger):
     return takeovers, row
 
 
-def _takeover(env, expert, steps: int) -> tuple[dict, dict, dict]:
-    """The expert from the env's current state for up to `steps` steps, on a copy: (frames {"front", "wrist": (T, H,
-    W, 3) uint8, "state", "action": (T, 6) float32}, row with the takeover's end, seconds of physics and render)."""
-    columns = {"front": [], "wrist": [], "state": [], "action": []}
-    seconds = {"physics": 0.0, "render": 0.0}
+def _takeover(env, expert, steps: int, index: int, provenance: dict):
+    """The expert from the env's current state for up to `steps` steps, on a copy, recorded as an `Episode` of scene
+    `index` whose row holds the takeover's end."""
+    from chess_sim.data.record import EpisodeRecorder
+    from chess_sim.sim.episodes import expert_steps
+
+    recorder = EpisodeRecorder(env)
     with expert.on_a_copy():
-        for _ in range(steps):
-            started = time.perf_counter()
-            images = env.camera_images()
-            seconds["render"] += time.perf_counter() - started
-            command = expert.expert.act(env.data)
-            for name, value in (("front", images["front"]), ("wrist", images["wrist"]), ("state", env.state()),
-                                ("action", command)):
-                columns[name].append(value)
-            started = time.perf_counter()
-            _, terminated, truncated, info = env.advance(command)
-            seconds["physics"] += time.perf_counter() - started
-            if terminated or truncated:
-                break
+        info, _, physics_s = expert_steps(env, expert, recorder.observe, recorder.keep, limit=steps)
         row = episode_row(info)
     if row["end"] in (None, "timeout"):  # cut short by its step budget or by the policy episode's time limit
         row["end"] = RUNNING
-    return {name: np.stack(values) for name, values in columns.items()}, row, seconds
+    return recorder.episode(index, row, recovery=False, physics_s=physics_s, provenance=provenance)
 
 
 @torch.no_grad()

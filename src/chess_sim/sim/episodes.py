@@ -30,8 +30,21 @@ def expert_episode(env: ChessEnv, expert: ExpertDriver, seed: int, index: int, o
     reads cameras and state there), and `execute(command)` turns the expert's command into the action executed
     (default: the command itself)."""
     env.reset(seed=seed, options={"index": index})
-    total, physics_s = 0.0, 0.0
-    while True:
+    info, total, physics_s = expert_steps(env, expert, observe, execute)
+    row = episode_row(info)
+    row["return"] = total
+    row["seconds"] = info["steps"] / env.cfg.physics.control_hz
+    return row, physics_s
+
+
+def expert_steps(env: ChessEnv, expert: ExpertDriver, observe: Callable[[], None] | None = None,
+                 execute: Callable[[np.ndarray], np.ndarray] | None = None,
+                 limit: int | None = None) -> tuple[dict, float, float]:
+    """The expert drives from the env's current state until the episode ends, or for at most `limit` steps: (the
+    last step's info, summed reward, seconds spent stepping the physics); `observe` and `execute` as in
+    `expert_episode`."""
+    total, physics_s, taken = 0.0, 0.0, 0
+    while limit is None or taken < limit:
         if observe is not None:
             observe()
         command = expert.action()
@@ -40,12 +53,10 @@ def expert_episode(env: ChessEnv, expert: ExpertDriver, seed: int, index: int, o
         reward, terminated, truncated, info = env.advance(action)
         physics_s += time.perf_counter() - started
         total += reward
+        taken += 1
         if terminated or truncated:
             break
-    row = episode_row(info)
-    row["return"] = total
-    row["seconds"] = info["steps"] / env.cfg.physics.control_hz
-    return row, physics_s
+    return info, total, physics_s
 
 
 def filmed_expert_episode(env: ChessEnv, expert: ExpertDriver, seed: int, index: int, video: Path | None = None) -> dict:
