@@ -27,6 +27,7 @@ import torch
 from chess_sim import atomic, jsonl
 from chess_sim.config import EnvConfig, EvalConfig
 from chess_sim.policy.base import observed_env
+from chess_sim.policy.lerobot_policy import LeRobotPolicy
 from chess_sim.progress import Progress
 from chess_sim.report.summary import summarize
 from chess_sim.report.tables import write_csv
@@ -84,7 +85,7 @@ def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: boo
     arguments = {"policy": label if is_object else str(policy), "eval": asdict(cfg), "env": asdict(env_cfg),
                  "policy_threads": threads}
     policy = policy if is_object else _open_policy(policy)
-    if cfg.noise is not None and not (policy == EXPERT or hasattr(policy, "steps")):
+    if cfg.noise is not None and isinstance(policy, LeRobotPolicy):
         raise EvalError("--noise is the chess-sim flow policies' ReinFlow sampler; this policy has no such chain")
     rows = _prepare_out(out, arguments, resume)
     torch_threads = torch.get_num_threads()
@@ -243,7 +244,6 @@ def _finish(episode: _Episode, info: dict, control_hz: int) -> dict:
 def _decide(policy, active: dict[int, _Episode], cfg: EvalConfig) -> dict[int, np.ndarray]:
     """One decision for every running episode, in one policy batch: {worker: chunk (T, 6) in SO-101 units}."""
     from chess_sim.policy.base import chunk_actions, noise_schedule, observation_batch, pad_rows, sample_chain
-    from chess_sim.policy.lerobot_policy import LeRobotPolicy
 
     workers = sorted(active)
     episodes = [active[worker] for worker in workers]
