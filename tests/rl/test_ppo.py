@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from chess_sim.rl.flow_rl import gaussian_log_prob
-from chess_sim.rl.ppo import approx_kl, clipped_policy_loss, gae, log_ratio
+from chess_sim.rl.ppo import LOG_RATIO_BOUND, approx_kl, clipped_policy_loss, gae, log_ratio
 from chess_sim.rl.storage import Decision, Storage
 
 
@@ -30,10 +30,20 @@ def test_each_element_is_clipped_on_its_own():
     log_ratios = torch.log(torch.tensor([[1.5, 0.5, 1.0]]))
     up = clipped_policy_loss(log_ratios, torch.tensor([1.0]), clip=0.2)
     assert float(up["pg_loss"]) == pytest.approx(-(1.2 + 0.5 + 1.0) / 3)
-    assert float(up["clipfrac"]) == pytest.approx(1 / 3)  # only 1.5 is cut; 0.5 keeps its gradient
+    assert float(up["clipfrac"]) == pytest.approx(2 / 3)  # 1.5 and 0.5 are outside [0.8, 1.2]
+    assert float(up["clip_active"]) == pytest.approx(1 / 3)  # only 1.5 is cut; 0.5 keeps its gradient
     down = clipped_policy_loss(log_ratios, torch.tensor([-1.0]), clip=0.2)
     assert float(down["pg_loss"]) == pytest.approx((1.5 + 0.8 + 1.0) / 3)
-    assert float(down["clipfrac"]) == pytest.approx(1 / 3)  # with a negative advantage only 0.5 is cut
+    assert float(down["clip_active"]) == pytest.approx(1 / 3)  # with a negative advantage only 0.5 is cut
+
+
+def test_log_ratios_are_clamped_before_exp():
+    far = torch.tensor([[100.0, 0.0]], requires_grad=True)
+    terms = clipped_policy_loss(far, torch.tensor([-1.0]), clip=0.2)
+    assert float(terms["pg_loss"]) == pytest.approx((math.exp(LOG_RATIO_BOUND) + 1.0) / 2)
+    assert float(terms["approx_kl"]) == pytest.approx((math.exp(LOG_RATIO_BOUND) - 1.0 - LOG_RATIO_BOUND) / 2)
+    terms["pg_loss"].backward()
+    assert far.grad.tolist() == [[0.0, pytest.approx(0.5)]]  # the clamped element sends no gradient
 
 
 def test_ratio_modes_sum_the_right_dimensions():

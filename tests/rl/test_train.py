@@ -2,6 +2,7 @@
 the CLI smoke runs, and ratio 1 for the tiny SmolVLA."""
 
 import json
+import math
 from dataclasses import replace
 
 import pytest
@@ -150,13 +151,16 @@ def test_tiny_smolvla_ratio_is_one_before_an_update(tmp_path):
     sample = model.sample(batch, x0, noise)
     with torch.no_grad():
         log_probs, _ = model.evaluate(sample.chain, sample.prefix, batch["observation.state"])
-    assert sample.log_probs.shape == (2, policy.steps, 50, 6)  # only the real joints count
+    assert sample.log_probs.shape == (2, policy.steps, 50, policy.chain_dim) and policy.chain_dim > 6
     assert float((log_probs - sample.log_probs).abs().max()) < 1e-3
+    # The padded dimensions are scored too: each transition moved them by sigma_k times its draw.
+    padded = -0.5 * noise[..., 6:] ** 2 - model.sigmas().log()[None, :, None, 6:] - 0.5 * math.log(2 * math.pi)
+    assert torch.allclose(sample.log_probs[..., 6:], padded, atol=1e-3)
     steered = FlowRL(policy, start=StartConfig(steer=True), prefix_dtype=torch.bfloat16).eval()
     sample = steered.sample(batch, x0, noise)
     with torch.no_grad():
         log_probs, _ = steered.evaluate(sample.chain, sample.prefix, batch["observation.state"])
-    assert sample.log_probs.shape == (2, policy.steps + 1, 50, 6)  # the start counts too: any FlowPolicy steers
+    assert sample.log_probs.shape == (2, policy.steps + 1, 50, policy.chain_dim)  # the start counts too: any FlowPolicy steers
     assert float((log_probs - sample.log_probs).abs().max()) < 1e-3
 
 

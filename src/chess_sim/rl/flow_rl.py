@@ -3,7 +3,7 @@
 With noise, each Euler step of the sampler (`policy.base.denoise`) is a Gaussian transition
     x_{k+1} ~ N(mu_k, sigma_k^2),   mu_k = x_k + dt * v(x_k, t_k),   k = 0 .. K-1,
 so the chain x_0 .. x_K has an exact likelihood: the product of K Gaussians. Log-probs are kept per element,
-(B, R, T, A): PPO clips each element's ratio on its own. Without a learned start, x_0 ~ N(0, I) is the same for every
+(B, R, T, C): PPO clips each element's ratio on its own. Without a learned start, x_0 ~ N(0, I) is the same for every
 policy and drops out of ratios: R = K. With one (`StartConfig.steer`, `policy/start.py`), the start's log-density
 comes first: R = K + 1.
 
@@ -13,8 +13,9 @@ around the start's log-spread for its observation and starts from N(0, exp(u)^2)
 own norm by only ~4% (1 / sqrt(2 * 300)). u is stored with the decision as (B, 1); its log-density has its own
 clipped ratio in PPO.
 
-Only the A real action dimensions count; a policy whose chain carries padded dimensions (SmolVLA: C = 32) gets noise
-on them too, and they act as part of the conditioning. sigma_k is per step and chain dimension, (K, C), geometric
+A policy whose chain carries padded dimensions (SmolVLA: C = 32, A = 6) gets noise on them too, and they are scored:
+the padded values condition every later velocity call, so the chain's likelihood is the product over all C
+dimensions, and leaving them out would drop their terms from the gradient. Only the chain's end is cut to A joints. sigma_k is per step and chain dimension, (K, C), geometric
 from `sigma_start` (first step) to `sigma_end` (last); learnable as `log_sigma` when asked. The critic is a small
 separate head on the prefix's pooled features (`policy.features`) and the normalised state. The prefix is computed
 once per decision; PPO re-evaluates log-probs from the stored prefix, never running the encoder again.
@@ -43,7 +44,7 @@ class Sample:
     chain: torch.Tensor
     """(B, K+1, T, C) the denoising chain, x_0 first; x_K is the (normalised) action chunk."""
     log_probs: torch.Tensor
-    """(B, R, T, A) log-density of each element: R = K transitions, or with a learned start R = K + 1 (x_0 first)."""
+    """(B, R, T, C) log-density of each element: R = K transitions, or with a learned start R = K + 1 (x_0 first)."""
     value: torch.Tensor
     """(B,) the critic's value of the decision's observation."""
     prefix: Any
@@ -106,11 +107,11 @@ class FlowRL(nn.Module):
         return self.spread_noise > 0
 
     def start_log_probs(self, start: torch.Tensor, prefix: Any, spread: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, 1, T, A) log-density of a chain's start (B, T, C) under the learned start distribution, with the
+        """(B, 1, T, C) log-density of a chain's start (B, T, C) under the learned start distribution, with the
         decisions' drawn log-spreads `spread` (B, 1) in place of the policy's when given."""
         log_spread = self.policy.start_log_spread(prefix) if spread is None else spread
         std = self.start.std_of(log_spread)[:, :, None]
-        return gaussian_log_prob(start, torch.zeros_like(start), std.expand_as(start))[:, None, :, :self.policy.action_dim]
+        return gaussian_log_prob(start, torch.zeros_like(start), std.expand_as(start))[:, None]
 
     def spread_log_probs(self, spread: torch.Tensor, prefix: Any) -> torch.Tensor:
         """(B, 1) log-density of drawn log-spreads under N(the start's log-spread for `prefix`, tau^2)."""
@@ -166,14 +167,14 @@ class FlowRL(nn.Module):
         return Sample(chain, log_probs, self.value(prefix, state), stored, spread, spread_log_probs)
 
     def _transition_log_probs(self, chain: torch.Tensor, means: torch.Tensor) -> torch.Tensor:
-        """(B, K, T, A) log N(x_{k+1}; mu_k, sigma_k^2) over the real joints."""
-        return gaussian_log_prob(chain[:, 1:], means, self.sigmas()[None, :, None, :])[..., :self.policy.action_dim]
+        """(B, K, T, C) log N(x_{k+1}; mu_k, sigma_k^2) of every chain element."""
+        return gaussian_log_prob(chain[:, 1:], means, self.sigmas()[None, :, None, :])
 
     def evaluate(self, chain: torch.Tensor, prefix: Any, state: torch.Tensor, spread: torch.Tensor | None = None,
                  transitions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Log-probs (B, R, T, A) of a stored chain (B, K+1, T, C) under the current policy and noise sizes, and the
+        """Log-probs (B, R, T, C) of a stored chain (B, K+1, T, C) under the current policy and noise sizes, and the
         value (B,), from a stored prefix: K velocity calls in one batch of B*K, no encoder. `spread`: the decisions'
-        drawn log-spreads (B, 1), with spread exploration. `transitions` (B, K, T, A): the transitions' log-probs as
+        drawn log-spreads (B, 1), with spread exploration. `transitions` (B, K, T, C): the transitions' log-probs as
         they were, for an update that trains neither the velocity nor the noise sizes (then they cannot change, and
         only the start is re-evaluated)."""
         prefix = cast_prefix(prefix, torch.float32)

@@ -50,21 +50,35 @@ def log_ratio(new: torch.Tensor, old: torch.Tensor, mode: str) -> torch.Tensor:
     raise ValueError(f"ratio mode must be one of {RATIOS}, got {mode!r}")
 
 
+LOG_RATIO_BOUND = 20.0
+"""Log ratios are clamped to +-this before use (as ReinFlow's PPO does): one element far off (a tiny noise size makes
+a log-density steep) would otherwise overflow exp() and inflate the KL that stops the epochs early. The clamp only
+touches elements far outside the clip range; it zeroes their gradient, which the clip keeps on the pessimistic side
+(negative advantage, r > 1 + clip) scaled by r, i.e. at least exp(20) times the element's score."""
+
+
 def clipped_policy_loss(log_ratios: torch.Tensor, advantages: torch.Tensor, clip: float) -> dict[str, torch.Tensor]:
     """PPO's clipped surrogate with each ratio clipped on its own; `advantages` (B,) broadcast over the
-    ratio's other dimensions. Also the approximate KL (mean of (r - 1) - log r) and the effective clip
-    fraction (the share of ratios where the clipped term is the smaller one, so the gradient is zero)."""
+    ratio's other dimensions. Also the approximate KL (mean of (r - 1) - log r), the clip fraction as CleanRL
+    and ReinFlow log it (the share of ratios with |r - 1| > clip) and the effective clip fraction `clip_active`
+    (the share where the clipped term is the smaller one, so the clip cuts the gradient off: only the side the
+    advantage pushes towards)."""
+    log_ratios = log_ratios.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
     ratio = log_ratios.exp()
     advantage = advantages.reshape(-1, *([1] * (ratio.ndim - 1)))
     unclipped, clipped = ratio * advantage, ratio.clamp(1.0 - clip, 1.0 + clip) * advantage
     surrogate = torch.min(unclipped, clipped)
-    with torch.no_grad():  # the effective clip fraction: elements whose gradient the clip cuts off
-        clipfrac = (clipped < unclipped).float().mean()
-    return {"pg_loss": -surrogate.mean(), "approx_kl": approx_kl(log_ratios.detach()), "clipfrac": clipfrac}
+    with torch.no_grad():
+        clipfrac = ((ratio - 1.0).abs() > clip).float().mean()
+        clip_active = (clipped < unclipped).float().mean()
+    return {"pg_loss": -surrogate.mean(), "approx_kl": approx_kl(log_ratios.detach()), "clipfrac": clipfrac,
+            "clip_active": clip_active}
 
 
 def approx_kl(log_ratios: torch.Tensor) -> torch.Tensor:
-    """Mean of (r - 1) - log r: an unbiased, non-negative estimate of KL(old || new)."""
+    """Mean of (r - 1) - log r: an unbiased, non-negative estimate of KL(old || new), from log ratios clamped to
+    +-`LOG_RATIO_BOUND`."""
+    log_ratios = log_ratios.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
     return (log_ratios.exp() - 1.0 - log_ratios).mean()
 
 
@@ -83,8 +97,8 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: PP
     velocity passes per decision."""
     normalized = normalized_advantages(storage)
     n = len(storage)
-    stats: dict[str, list[float]] = {key: [] for key in ("pg_loss", "v_loss", "approx_kl", "clipfrac", "grad_norm",
-                                                         "spread_kl", "spread_clipfrac")}
+    stats: dict[str, list[float]] = {key: [] for key in ("pg_loss", "v_loss", "approx_kl", "clipfrac", "clip_active",
+                                                         "grad_norm", "spread_kl", "spread_clipfrac")}
     epochs_done, kl_stop = 0, False
     model.train(False)  # no dropout: the log-probs must be those of the sampling policy
     for _ in range(cfg.epochs):
@@ -122,6 +136,7 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: PP
             stats["v_loss"].append(float(v_loss.detach()))
             stats["approx_kl"].append(element_kl)
             stats["clipfrac"].append(float(policy_terms["clipfrac"]))
+            stats["clip_active"].append(float(policy_terms["clip_active"]))
             stats["grad_norm"].append(float(grad_norm))
         epochs_done += 1
         if cfg.target_kl and sum(epoch_kl) / len(epoch_kl) > cfg.target_kl:

@@ -1,6 +1,6 @@
 """Storage of one iteration's decisions for PPO, episode after episode.
 
-Per decision: the chain (K+1, T, C), its per-element log-probs (K, T, A), the critic's value, the reward
+Per decision: the chain (K+1, T, C), its per-element log-probs (K, T, C), the critic's value, the reward
 (sum over the chunk's steps), the state (A,) and the policy's prefix in its stored form (FlowRL's
 `prefix_dtype`, on the CPU), so the update re-evaluates log-probs without running the encoder; with spread
 exploration also the drawn log-spread (1,) and its log-density (1,).
@@ -80,7 +80,7 @@ class Storage:
                                             torch.tensor(self._ends), gamma, lam)
 
     def minibatch(self, index: torch.Tensor) -> tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]:
-        """(chain (B, K+1, T, C), prefix, state (B, A), old log-probs (B, K, T, A)) of the decisions `index`."""
+        """(chain (B, K+1, T, C), prefix, state (B, A), old log-probs (B, K, T, C)) of the decisions `index`."""
         chosen = [self.decisions[i] for i in index.tolist()]
         return (torch.stack([d.chain for d in chosen]), stack_prefixes([d.prefix for d in chosen]),
                 torch.stack([d.state for d in chosen]), torch.stack([d.log_probs for d in chosen]))
