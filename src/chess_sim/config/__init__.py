@@ -14,6 +14,6 @@ from chess_sim.config.base import (ACTION_DIM, BACKENDS, CAMERAS, CHUNK, DENOISE
                                    POLICY_KINDS, TEST_SEED, TRAIN_SEED, VALIDATION_SEED, replace_fields)
 from chess_sim.config.env import (PROFILES, BoardConfig, CameraConfig, EnvConfig, JudgeConfig,  # noqa: F401
                                   PhysicsConfig, RewardConfig, SceneConfig, profile)
-from chess_sim.config.learning import (RATIOS, RL_PROFILES, CompactConfig, DaggerConfig, EvalConfig,  # noqa: F401
-                                       NoiseConfig, PPOConfig, Ratio, RecordConfig, RLConfig, RunConfig, StartConfig,
-                                       TrainConfig)
+from chess_sim.config.learning import (LIKELIHOODS, RATIOS, RL_PROFILES, CompactConfig, DaggerConfig,  # noqa: F401
+                                       EvalConfig, Likelihood, NoiseConfig, PPOConfig, Ratio, RecordConfig, RLConfig,
+                                       RunConfig, StartConfig, TrainConfig)

@@ -176,6 +176,9 @@ class EvalConfig:
 RATIOS = ("element", "step", "chunk")
 """Clipped-ratio granularities of PPO (`PPOConfig.ratio`)."""
 Ratio = Literal["element", "step", "chunk"]
+LIKELIHOODS = ("chain", "flow")
+"""What PPO's ratios compare (`PPOConfig.likelihood`)."""
+Likelihood = Literal["chain", "flow"]
 
 
 @dataclass(frozen=True)
@@ -231,9 +234,20 @@ class PPOConfig:
     """Decisions per gradient step."""
     clip: float = 0.2
     """Ratio clip."""
+    likelihood: Likelihood = "chain"
+    """What the ratios compare. `chain`: the exact log-density of the noisy denoising chain (ReinFlow), one element
+    per step x timestep x chain dimension. `flow`: the flow-matching surrogate of FPO (McAllister et al., 2025),
+    one element per draw x timestep x joint, log-ratio = the element's flow-matching error before the update minus
+    after it, for the executed chunk and `flow_draws` (noise, time) draws stored with each decision; the rollout
+    then runs the noise-free chain and explores through the start's draw. Its gradient has no 1 / sigma score
+    and carries 4-10 times the chain's signal per episode (`benchmarks/rl_group_signal.py`)."""
+    flow_draws: int = 4
+    """With `likelihood flow`: (noise, time) draws per decision; times ~ Beta(`TrainConfig.time_beta`, 1), as the
+    policy was trained."""
     ratio: Ratio = "element"
-    """Clipped-ratio granularity: every element of the chain (step x timestep x joint) on its own, or summed per
-    denoising step or per chunk (which one small update already pushes outside the clip range: `rl-check`)."""
+    """Clipped-ratio granularity: every element (chain: step x timestep x joint; flow: draw x timestep x joint) on
+    its own, or summed per step (draw) or per chunk (which one small update already pushes outside the clip range:
+    `rl-check`)."""
     vf_coef: float = 0.5
     """Value-loss weight."""
     max_grad_norm: float = 1.0
@@ -249,7 +263,9 @@ class PPOConfig:
     """First iterations that train only the critic (policy, start and noise untouched)."""
 
     def __post_init__(self):
-        at_least(self, 1, "epochs", "minibatch")
+        at_least(self, 1, "epochs", "minibatch", "flow_draws")
+        require(self.likelihood in LIKELIHOODS,
+                f"likelihood must be one of {', '.join(LIKELIHOODS)}, got {self.likelihood!r}")
         at_least(self, 0, "gamma", "lam", "clip", "vf_coef", "max_grad_norm", "target_kl", "lr", "critic_lr",
                   "critic_warmup")
         require(self.ratio in RATIOS, f"ratio must be one of {', '.join(RATIOS)}, got {self.ratio!r}")
@@ -283,6 +299,9 @@ class StartConfig:
 
     steer: bool = False
     """Learn the start's spread (any FlowPolicy); off: the chain starts from N(0, I) as the policy was trained."""
+    initial_spread: float = 1.0
+    """With `steer`: the spread a new start begins from (1: as the policy was trained); with `spread_lr` and
+    `spread_head_lr` 0 it stays there, a hand-set temperature. A policy that brings its own start keeps it."""
     spread_lr: float = 3e-3
     """Learning rate of the shared log-spread."""
     spread_head_lr: float = 1e-4
@@ -295,6 +314,7 @@ class StartConfig:
 
     def __post_init__(self):
         at_least(self, 0, "spread_lr", "spread_head_lr", "spread_noise")
+        require(self.initial_spread > 0, f"initial_spread must be positive, got {self.initial_spread}")
 
 
 @dataclass(frozen=True)
@@ -307,6 +327,13 @@ class RLConfig:
     ppo: PPOConfig = field(default_factory=PPOConfig)
     noise: NoiseConfig = field(default_factory=NoiseConfig)
     start: StartConfig = field(default_factory=StartConfig)
+
+    def __post_init__(self):
+        learns_start = self.start.spread_lr > 0 or self.start.spread_head_lr > 0
+        require(not (self.ppo.likelihood == "flow" and self.start.steer and self.start.spread_noise == 0
+                     and learns_start),
+                "the flow likelihood learns the start's spread only through spread exploration: give spread_noise > 0, "
+                "or spread_lr 0 and spread_head_lr 0 for a fixed spread")
 
     def policy_lrs(self) -> dict[str, float]:
         """Learning rate of each of `FlowRL.policy_parameter_sets`."""

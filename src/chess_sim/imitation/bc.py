@@ -30,7 +30,7 @@ from chess_sim import jsonl, runs
 from chess_sim.config import (CHUNK, POLICY_KINDS, VALIDATION_SEED, CompactConfig, EnvConfig, EvalConfig, TrainConfig,
                               profile)
 from chess_sim.data.integrity import DatasetFilesError, checked_metadata, repo_id
-from chess_sim.policy.base import FlowPolicy, Normalizer, flow_matching_loss
+from chess_sim.policy.base import FlowPolicy, Normalizer, flow_matching_loss, flow_times
 from chess_sim.policy.compact import CompactPolicy
 
 STATE_FILE = "trainer.pt"
@@ -233,7 +233,7 @@ def _loop(policy, batches, optimizer, scheduler, generator, cfg: TrainConfig, en
         batch = next(batches)
         actions = policy.normalizer.normalize_action(batch["action"])
         noise = torch.randn(*actions.shape[:2], policy.chain_dim, generator=generator)
-        t = 0.001 + 0.999 * torch.rand(actions.shape[0], generator=generator) ** (1.0 / cfg.time_beta)
+        t = flow_times(actions.shape[0], cfg.time_beta, generator)
         loss = flow_matching_loss(policy, policy.encode(batch), actions.to(device), noise.to(device),
                                   t.to(device), pad=batch["action_is_pad"].to(device))
         optimizer.zero_grad()

@@ -136,15 +136,26 @@ def chunk_actions(policy: FlowPolicy, x: torch.Tensor) -> torch.Tensor:
     return policy.normalizer.unnormalize_action(x[..., :policy.action_dim])
 
 
-def flow_matching_loss(policy: FlowPolicy, prefix: Any, actions: torch.Tensor, noise: torch.Tensor,
-                       t: torch.Tensor, pad: torch.Tensor | None = None) -> torch.Tensor:
-    """Mean squared error between v(x_t, t) and the target noise - action, for normalised actions (B, T, A)
+def flow_times(rows: int, beta: float, generator: torch.Generator) -> torch.Tensor:
+    """(rows,) flow times t = 0.001 + 0.999 * u ** (1 / beta), u uniform: Beta(beta, 1), kept off t = 0."""
+    return 0.001 + 0.999 * torch.rand(rows, generator=generator) ** (1.0 / beta)
+
+
+def flow_matching_errors(policy: FlowPolicy, prefix: Any, actions: torch.Tensor, noise: torch.Tensor,
+                         t: torch.Tensor) -> torch.Tensor:
+    """(B, T, A) squared errors between v(x_t, t) and the target noise - action, for normalised actions (B, T, A)
     zero-padded to the chain's C dimensions, noise (B, T, C) and times t (B,); only the A action dimensions
-    count. `pad` (B, T) marks steps past the episode's end, which do not count either."""
+    count."""
     actions = F.pad(actions, (0, noise.shape[-1] - actions.shape[-1]))
     weight = t[:, None, None]
     x_t = weight * noise + (1.0 - weight) * actions
-    error = ((policy.velocity(prefix, x_t, t) - (noise - actions)) ** 2)[..., :policy.action_dim]
+    return ((policy.velocity(prefix, x_t, t) - (noise - actions)) ** 2)[..., :policy.action_dim]
+
+
+def flow_matching_loss(policy: FlowPolicy, prefix: Any, actions: torch.Tensor, noise: torch.Tensor,
+                       t: torch.Tensor, pad: torch.Tensor | None = None) -> torch.Tensor:
+    """The mean of `flow_matching_errors`; `pad` (B, T) marks steps past the episode's end, which do not count."""
+    error = flow_matching_errors(policy, prefix, actions, noise, t)
     if pad is None:
         return error.mean()
     keep = (~pad).to(error)[:, :, None]

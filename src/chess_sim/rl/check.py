@@ -1,7 +1,8 @@
 """The likelihood and determinism self-check of RL fine-tuning (`chess-sim rl-check`, and before the first
 update of every `chess-sim rl` run). On a fresh rollout:
 
-1. log-probs re-evaluated from storage equal the rollout's, within float32 rounding (`log_prob_tolerance`);
+1. log-probs (or the flow surrogate's elements, under their stored draws) re-evaluated from storage equal the
+   rollout's, within float32 rounding (`log_prob_tolerance`);
 2. hence ratio 1 and approximate KL 0 before any update;
 3. the policy is in eval mode (no dropout or other train-time behaviour while sampling or re-evaluating);
 4. the noise-free sampler is deterministic and equals the policy's own sampler (`sample_chunk`);
@@ -30,7 +31,10 @@ units); an element's log-prob then differs by |noise| * discrepancy / sigma, lar
 
 def log_prob_tolerance(model: FlowRL) -> float:
     """Largest accepted |re-evaluated - rollout| log-prob difference, nats per element: `MEAN_ROUNDING` over
-    the smallest noise size (5e-3 nats, a ratio within 0.5% of 1, at the default sigma_end 0.002)."""
+    the smallest noise size (5e-3 nats, a ratio within 0.5% of 1, at the default sigma_end 0.002). The flow
+    surrogate's elements are squared errors of values of a few units, rounded as the velocity is: `MEAN_ROUNDING`."""
+    if model.likelihood == "flow":
+        return MEAN_ROUNDING
     return MEAN_ROUNDING / float(model.sigmas().detach().min())
 
 
@@ -42,15 +46,16 @@ def self_check(model: FlowRL, storage, lrs: dict[str, float], clip: float, decis
     chain, prefix, state, old = storage.minibatch(index)
     spreads = storage.spreads(index)
     drawn = None if spreads is None else spreads[0]
+    flow = storage.flow_draws(index)
     with torch.no_grad():
-        new, _ = model.evaluate(chain, prefix, state, drawn)
+        new, _ = model.evaluate(chain, prefix, state, drawn, flow=flow)
         log_ratios = new - old
         if spreads is not None:  # the drawn spreads' log-densities are checked alongside the chain's
             log_ratios = torch.cat([log_ratios.flatten(), (model.spread_log_probs(drawn, prefix) - spreads[1]).flatten()])
     eval_mode = not any(module.training for module in model.modules())
     x0 = chain[:, 0]
-    first = model.sample_from_prefix(prefix, state, x0, None).chain[:, -1]
-    second = model.sample_from_prefix(prefix, state, x0, None).chain[:, -1]
+    first = model.sample_from_prefix(prefix, state, x0, None, flow=flow).chain[:, -1]
+    second = model.sample_from_prefix(prefix, state, x0, None, flow=flow).chain[:, -1]
     with torch.no_grad():
         own = sample_chunk(model.policy, cast_prefix(prefix, torch.float32), x0)
     result = {
@@ -63,7 +68,7 @@ def self_check(model: FlowRL, storage, lrs: dict[str, float], clip: float, decis
         "noise_free_deterministic": bool(torch.equal(first, second)),
         "noise_free_vs_policy_sampler_max_abs_diff": float((first - own).abs().max()),
     }
-    result.update(_one_update_shift(model, chain, prefix, state, old, lrs, clip, drawn))
+    result.update(_one_update_shift(model, chain, prefix, state, old, lrs, clip, drawn, flow))
     result["passed"] = (result["log_prob_max_abs_diff"] <= result["log_prob_tolerance"] and eval_mode
                         and result["noise_free_deterministic"]
                         and result["noise_free_vs_policy_sampler_max_abs_diff"] <= 1e-5)
@@ -71,18 +76,18 @@ def self_check(model: FlowRL, storage, lrs: dict[str, float], clip: float, decis
 
 
 def _one_update_shift(model: FlowRL, chain, prefix, state, old, lrs: dict[str, float], clip: float,
-                      drawn: torch.Tensor | None) -> dict:
+                      drawn: torch.Tensor | None, flow: tuple[torch.Tensor, torch.Tensor] | None) -> dict:
     """One Adam step of the per-element PPO loss (unit advantages of alternating sign) on a copy of the model;
     how much log-probs then move at each granularity, and the share of ratios outside the clip range."""
     trial = copy.deepcopy(model)
     sets = trial.policy_parameter_sets()
     optimizer = torch.optim.Adam([{"params": params, "lr": lrs[name]} for name, params in sets.items()])
     advantages = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(chain.shape[0])])
-    new, _ = trial.evaluate(chain, prefix, state, drawn)
+    new, _ = trial.evaluate(chain, prefix, state, drawn, flow=flow)
     clipped_policy_loss(log_ratio(new, old, "element"), advantages, clip)["pg_loss"].backward()
     optimizer.step()
     with torch.no_grad():
-        after, _ = trial.evaluate(chain, prefix, state, drawn)
+        after, _ = trial.evaluate(chain, prefix, state, drawn, flow=flow)
     shift = {}
     for mode in ("element", "step", "chunk"):
         moved = log_ratio(after, old, mode).abs()

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from chess_sim.rl.flow_rl import FlowRL
+from chess_sim.rl.flow_rl import FlowRL, cast_prefix
 
 
 def episode_gradients(model: FlowRL, episodes: list[tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]],
@@ -21,9 +21,28 @@ def episode_gradients(model: FlowRL, episodes: list[tuple[torch.Tensor, Any, tor
         log_probs, _ = model.evaluate(chain, prefix, state)
         transitions = log_probs[:, -model.policy.steps:]
         surrogate = (transitions[:, steps].sum(dim=(1, 2, 3)) * advantages).sum()
-        grads = torch.autograd.grad(surrogate, params, allow_unused=True)
-        rows.append(torch.cat([(g if g is not None else torch.zeros_like(p)).flatten() for g, p in zip(grads, params)]))
+        rows.append(_flat_gradient(surrogate, params))
     return torch.stack(rows)
+
+
+def episode_flow_gradients(model: FlowRL, episodes: list[tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]],
+                           generator: torch.Generator) -> torch.Tensor:
+    """(N, P) per-episode gradients at ratio 1 of the flow surrogate (FPO; `FlowRL.flow_log_probs`): for each
+    episode's decisions (as in `episode_gradients`), the gradient of sum_d A_d * the mean of its surrogate
+    elements, minus the flow-matching errors of the chunk the decision executed (the chain's end x_K) under
+    `model.flow_draws` (noise, time) draws from `generator`. No noise size enters: the score has no 1 / sigma."""
+    params = [p for p in model.policy.parameters() if p.requires_grad]
+    rows = []
+    for chain, prefix, _, advantages in episodes:
+        elements = model.flow_log_probs(chain, cast_prefix(prefix, torch.float32), *model.draw_flow(len(chain), generator))
+        rows.append(_flat_gradient((elements.mean(dim=(1, 2, 3)) * advantages).sum(), params))
+    return torch.stack(rows)
+
+
+def _flat_gradient(surrogate: torch.Tensor, params: list[torch.nn.Parameter]) -> torch.Tensor:
+    """(P,) the gradient of `surrogate` over `params`, zeros where a parameter does not enter."""
+    grads = torch.autograd.grad(surrogate, params, allow_unused=True)
+    return torch.cat([(g if g is not None else torch.zeros_like(p)).flatten() for g, p in zip(grads, params)])
 
 
 def gradient_noise_scale(gradients: torch.Tensor) -> dict:

@@ -17,7 +17,13 @@ A policy whose chain carries padded dimensions (SmolVLA: C = 32, A = 6) gets noi
 the padded values condition every later velocity call, so the chain's likelihood is the product over all C
 dimensions, and leaving them out would drop their terms from the gradient. Only the chain's end is cut to A joints. sigma_k is per step and chain dimension, (K, C), geometric
 from `sigma_start` (first step) to `sigma_end` (last); learnable as `log_sigma` when asked. The critic is a small
-separate head on the prefix's pooled features (`policy.features`) and the normalised state. The prefix is computed
+separate head on the prefix's pooled features (`policy.features`) and the normalised state.
+
+With `likelihood="flow"` (FPO, McAllister et al., 2025) the rollout runs the noise-free chain, exploring through the
+start's draw alone, and the log-probs are replaced by a surrogate: minus the flow-matching errors of the executed chunk
+x_K for M (noise, time) draws stored with the decision, (B, M, T, A). Their difference before and after an update
+stands in for the log-likelihood ratio of the chunk; no noise size enters, so no 1 / sigma score. A learned start
+then learns only through spread exploration (its x_0 density is not part of the surrogate). The prefix is computed
 once per decision; PPO re-evaluates log-probs from the stored prefix, never running the encoder again.
 """
 
@@ -30,9 +36,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from chess_sim.config import NoiseConfig, StartConfig
-from chess_sim.policy.base import FlowPolicy, chunk_actions, denoise, noise_schedule, start_of, time_grid
-from chess_sim.policy.start import StartDistribution, feature_size, steered
+from chess_sim.config import LIKELIHOODS, NoiseConfig, StartConfig, TrainConfig
+from chess_sim.policy.base import (FlowPolicy, chunk_actions, denoise, flow_matching_errors, flow_times, noise_schedule,
+                                   start_of, time_grid)
+from chess_sim.policy.start import StartDistribution, SteeredPolicy, feature_size, steered
 
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -44,7 +51,8 @@ class Sample:
     chain: torch.Tensor
     """(B, K+1, T, C) the denoising chain, x_0 first; x_K is the (normalised) action chunk."""
     log_probs: torch.Tensor
-    """(B, R, T, C) log-density of each element: R = K transitions, or with a learned start R = K + 1 (x_0 first)."""
+    """(B, R, T, C) log-density of each element: R = K transitions, or with a learned start R = K + 1 (x_0 first);
+    with the flow surrogate (B, M, T, A), minus the flow-matching errors of the chunk under its M draws."""
     value: torch.Tensor
     """(B,) the critic's value of the decision's observation."""
     prefix: Any
@@ -53,6 +61,8 @@ class Sample:
     """(B, 1) with spread exploration: the log-spread each decision drew; else None."""
     spread_log_probs: torch.Tensor | None = None
     """(B, 1) with spread exploration: the log-density of `spread`; else None."""
+    flow: tuple[torch.Tensor, torch.Tensor] | None = None
+    """With the flow surrogate: its draws, noise (B, M, T, C) and times (B, M); else None."""
 
 
 def gaussian_log_prob(x: torch.Tensor, mean: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
@@ -65,13 +75,25 @@ class FlowRL(nn.Module):
     `start.steer`), `log_sigma`, the critic."""
 
     def __init__(self, policy: FlowPolicy, noise: NoiseConfig | None = None, start: StartConfig | None = None,
-                 critic_width: int = 256, prefix_dtype: torch.dtype = torch.float32):
+                 critic_width: int = 256, prefix_dtype: torch.dtype = torch.float32, likelihood: str = "chain",
+                 flow_draws: int = 4):
         super().__init__()
         noise, start = noise or NoiseConfig(), start or StartConfig()
+        assert likelihood in LIKELIHOODS, f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}"
+        self.likelihood = likelihood
+        """`chain` (ReinFlow's exact chain log-density) or `flow` (FPO's flow-matching surrogate)."""
+        self.flow_draws = flow_draws
+        """M, the (noise, time) draws per decision of the flow surrogate."""
         features = feature_size(policy)
+        brought = isinstance(policy, SteeredPolicy)
+        if brought and start.steer and start.initial_spread != 1.0:
+            raise ValueError("the policy brings its own learned start; initial_spread applies only to a new one")
         self.policy = steered(policy, features) if start.steer else policy
         self.start: StartDistribution | None = self.policy.start if start.steer else None
         """The learned start, trained with the policy; None: the chain starts as the policy's own sampler does."""
+        if self.start is not None and not brought:
+            with torch.no_grad():
+                self.start.log_std.fill_(math.log(start.initial_spread))
         self.spread_noise = start.spread_noise if start.steer else 0.0
         """tau, the spread of each decision's drawn log-spread around the start's; 0: no spread exploration."""
         self.prefix_dtype = prefix_dtype
@@ -106,6 +128,12 @@ class FlowRL(nn.Module):
     def explores_spread(self) -> bool:
         return self.spread_noise > 0
 
+    @property
+    def start_rows(self) -> int:
+        """Leading rows of the log-probs that hold the start's density: 1 with a learned start under the chain
+        likelihood, else 0."""
+        return int(self.start is not None and self.likelihood == "chain")
+
     def start_log_probs(self, start: torch.Tensor, prefix: Any, spread: torch.Tensor | None = None) -> torch.Tensor:
         """(B, 1, T, C) log-density of a chain's start (B, T, C) under the learned start distribution, with the
         decisions' drawn log-spreads `spread` (B, 1) in place of the policy's when given."""
@@ -132,20 +160,32 @@ class FlowRL(nn.Module):
         prefix = cast_prefix(cast_prefix(self.policy.encode(batch), self.prefix_dtype), torch.float32)
         return self.value(prefix, batch["observation.state"])
 
+    def draw_flow(self, rows: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """The flow surrogate's draws for `rows` decisions: standard-normal noise (rows, M, T, C) and flow times
+        (rows, M) ~ Beta(`TrainConfig.time_beta`, 1), the distribution the policy was trained with."""
+        policy, draws = self.policy, self.flow_draws
+        noise = torch.randn(rows, draws, policy.chunk, policy.chain_dim, generator=generator)
+        return noise, flow_times(rows * draws, TrainConfig.time_beta, generator).view(rows, draws)
+
     @torch.no_grad()
     def sample(self, batch: dict, x0: torch.Tensor, noise: torch.Tensor | None,
-               spread_draw: torch.Tensor | None = None) -> Sample:
+               spread_draw: torch.Tensor | None = None, flow: tuple[torch.Tensor, torch.Tensor] | None = None) -> Sample:
         """Encode `batch`, then run the chain from the standard-normal draw x0 (B, T, C) with standard-normal
         `noise` (B, K, T, C) scaled by `sigmas()`; `noise=None` runs the plain ODE (log-probs then describe a
         zero-noise chain and are not meaningful). With spread exploration, standard-normal `spread_draw` (B, 1) sets
-        each decision's log-spread; None starts from the policy's own start distribution."""
+        each decision's log-spread; None starts from the policy's own start distribution. With the flow surrogate
+        the chain is noise-free whatever `noise` is, and `flow` holds its draws (`draw_flow`)."""
         stored = cast_prefix(self.policy.encode(batch), self.prefix_dtype)
-        return self.sample_from_prefix(stored, batch["observation.state"], x0, noise, spread_draw)
+        return self.sample_from_prefix(stored, batch["observation.state"], x0, noise, spread_draw, flow)
 
     @torch.no_grad()
-    def sample_from_prefix(self, stored: Any, state: torch.Tensor, x0: torch.Tensor,
-                           noise: torch.Tensor | None, spread_draw: torch.Tensor | None = None) -> Sample:
+    def sample_from_prefix(self, stored: Any, state: torch.Tensor, x0: torch.Tensor, noise: torch.Tensor | None,
+                           spread_draw: torch.Tensor | None = None,
+                           flow: tuple[torch.Tensor, torch.Tensor] | None = None) -> Sample:
         """`sample` from a prefix in its stored form and the state (B, A)."""
+        if self.likelihood == "flow":
+            assert flow is not None, "the flow surrogate needs its draws (FlowRL.draw_flow)"
+            noise = None
         prefix = cast_prefix(stored, torch.float32)
         spread = spread_log_probs = None
         if self.start is None:
@@ -161,30 +201,50 @@ class FlowRL(nn.Module):
             start = self.start.std_of(used)[:, :, None].to(x0) * x0
         sigmas = self.sigmas()
         chain, means = denoise(self.policy, prefix, start, None if noise is None else sigmas, noise)
-        log_probs = self._transition_log_probs(chain, means)
-        if self.start is not None:
-            log_probs = torch.cat([self.start_log_probs(start, prefix, used), log_probs], dim=1)
-        return Sample(chain, log_probs, self.value(prefix, state), stored, spread, spread_log_probs)
+        if self.likelihood == "flow":
+            log_probs = self.flow_log_probs(chain, prefix, *flow)
+        else:
+            log_probs = self._transition_log_probs(chain, means)
+            if self.start is not None:
+                log_probs = torch.cat([self.start_log_probs(start, prefix, used), log_probs], dim=1)
+        return Sample(chain, log_probs, self.value(prefix, state), stored, spread, spread_log_probs,
+                      None if self.likelihood == "chain" else flow)
+
+    def flow_log_probs(self, chain: torch.Tensor, prefix: Any, noise: torch.Tensor, times: torch.Tensor) -> torch.Tensor:
+        """(B, M, T, A) the flow surrogate's elements: minus the flow-matching errors of the executed chunk (the chain's
+        end, (B, K+1, T, C) given) under draws noise (B, M, T, C) and times (B, M)."""
+        batch, draws = times.shape
+        policy = self.policy
+        assert noise.shape == (batch, draws, policy.chunk, policy.chain_dim), \
+            f"flow noise must be ({batch}, {draws}, {policy.chunk}, {policy.chain_dim}), got {tuple(noise.shape)}"
+        actions = chain[:, -1, :, :policy.action_dim].repeat_interleave(draws, dim=0)
+        errors = flow_matching_errors(policy, repeat_prefix(prefix, draws), actions, noise.flatten(0, 1), times.flatten())
+        return -errors.view(batch, draws, policy.chunk, policy.action_dim)
 
     def _transition_log_probs(self, chain: torch.Tensor, means: torch.Tensor) -> torch.Tensor:
         """(B, K, T, C) log N(x_{k+1}; mu_k, sigma_k^2) of every chain element."""
         return gaussian_log_prob(chain[:, 1:], means, self.sigmas()[None, :, None, :])
 
     def evaluate(self, chain: torch.Tensor, prefix: Any, state: torch.Tensor, spread: torch.Tensor | None = None,
-                 transitions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                 transitions: torch.Tensor | None = None,
+                 flow: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probs (B, R, T, C) of a stored chain (B, K+1, T, C) under the current policy and noise sizes, and the
         value (B,), from a stored prefix: K velocity calls in one batch of B*K, no encoder. `spread`: the decisions'
         drawn log-spreads (B, 1), with spread exploration. `transitions` (B, K, T, C): the transitions' log-probs as
         they were, for an update that trains neither the velocity nor the noise sizes (then they cannot change, and
-        only the start is re-evaluated)."""
+        only the start is re-evaluated). With the flow surrogate: its elements (B, M, T, A) under the decisions'
+        stored draws `flow` (M velocity calls per decision), or `transitions` as they were."""
         prefix = cast_prefix(prefix, torch.float32)
         batch, steps = chain.shape[0], self.policy.steps
         assert chain.shape[1:] == (steps + 1, self.policy.chunk, self.policy.chain_dim), \
             f"chain must be (B, {steps + 1}, {self.policy.chunk}, {self.policy.chain_dim}), got {tuple(chain.shape)}"
+        if self.likelihood == "flow":
+            log_probs = transitions if transitions is not None else self.flow_log_probs(chain, prefix, *flow)
+            return log_probs, self.value(prefix, state)
         if transitions is None:
             times = time_grid(steps, chain.device)[:steps]
             x = chain[:, :-1].reshape(batch * steps, *chain.shape[2:])
-            velocity = self.policy.velocity(_repeat_prefix(prefix, steps), x, times.repeat(batch))
+            velocity = self.policy.velocity(repeat_prefix(prefix, steps), x, times.repeat(batch))
             means = (x + (-1.0 / steps) * velocity).reshape(batch, steps, *chain.shape[2:])
             transitions = self._transition_log_probs(chain, means)
         if self.start is not None:
@@ -203,8 +263,8 @@ def cast_prefix(prefix: Any, dtype: torch.dtype) -> Any:
     return {name: cast_prefix(value, dtype) for name, value in prefix.items()}
 
 
-def _repeat_prefix(prefix: Any, times: int) -> Any:
+def repeat_prefix(prefix: Any, times: int) -> Any:
     """Each sample's prefix repeated `times` times, sample-major (matches a (B, K) -> B*K reshape)."""
     if isinstance(prefix, torch.Tensor):
         return prefix.repeat_interleave(times, dim=0)
-    return {name: _repeat_prefix(value, times) for name, value in prefix.items()}
+    return {name: repeat_prefix(value, times) for name, value in prefix.items()}

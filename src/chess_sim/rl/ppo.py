@@ -109,8 +109,9 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: PP
             chain, prefix, state, old_log_probs = storage.minibatch(index)
             spreads = storage.spreads(index)
             drawn = None if spreads is None else spreads[0]
-            fixed = None if chain_trains else old_log_probs[:, -model.policy.steps:]
-            log_probs, value = model.evaluate(chain, prefix, state, drawn, transitions=fixed)
+            fixed = None if chain_trains else old_log_probs[:, model.start_rows:]
+            log_probs, value = model.evaluate(chain, prefix, state, drawn, transitions=fixed,
+                                              flow=storage.flow_draws(index))
             v_loss = 0.5 * ((value - storage.returns[index]) ** 2).mean()
             policy_terms = clipped_policy_loss(log_ratio(log_probs, old_log_probs, cfg.ratio), normalized[index],
                                                cfg.clip)

@@ -59,12 +59,16 @@ class RolloutDriver:
         policy = self.model.policy
         size = len(workers)
         x0 = torch.randn(size, policy.chunk, policy.chain_dim, generator=self.generator)
-        noise = torch.randn(size, policy.steps, policy.chunk, policy.chain_dim, generator=self.generator)
+        flow = self.model.likelihood == "flow"
+        noise = None if flow else torch.randn(size, policy.steps, policy.chunk, policy.chain_dim,
+                                              generator=self.generator)
         spread_draw = torch.randn(size, 1, generator=self.generator) if self.model.explores_spread else None
+        draws = self.model.draw_flow(size, self.generator) if flow else None
         prepared = time.perf_counter()
         # padded rows make each decision independent of the batch; only the first `size` rows are kept
-        sample = self.model.sample(pad_rows(batch), pad_rows(x0), pad_rows(noise),
-                                   None if spread_draw is None else pad_rows(spread_draw))
+        padded = (lambda tensor: None if tensor is None else pad_rows(tensor))
+        sample = self.model.sample(pad_rows(batch), pad_rows(x0), padded(noise), padded(spread_draw),
+                                   None if draws is None else tuple(pad_rows(t) for t in draws))
         chunks = self.model.actions(sample.chain).numpy()
         self.parts["prep"] += prepared - began
         self.parts["sample"] += time.perf_counter() - prepared
@@ -74,7 +78,8 @@ class RolloutDriver:
             episode.decisions.append(Decision(sample.chain[i].clone(), sample.log_probs[i].clone(),
                                               float(sample.value[i]), batch["observation.state"][i].clone(),
                                               prefixes[i], spread=sample.spread[i].clone() if drawn else None,
-                                              spread_log_prob=sample.spread_log_probs[i].clone() if drawn else None))
+                                              spread_log_prob=sample.spread_log_probs[i].clone() if drawn else None,
+                                              flow=None if draws is None else (draws[0][i], draws[1][i])))
         return {worker: chunks[i] for i, worker in enumerate(workers)}
 
     def step(self, episode: _Episode, result) -> bool:

@@ -3,7 +3,8 @@
 Per decision: the chain (K+1, T, C), its per-element log-probs (K, T, C), the critic's value, the reward
 (sum over the chunk's steps), the state (A,) and the policy's prefix in its stored form (FlowRL's
 `prefix_dtype`, on the CPU), so the update re-evaluates log-probs without running the encoder; with spread
-exploration also the drawn log-spread (1,) and its log-density (1,).
+exploration also the drawn log-spread (1,) and its log-density (1,); with the flow surrogate its elements (M, T, A)
+in place of the log-probs and its draws, noise (M, T, C) and times (M,).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class Decision:
     """(1,) the log-spread this decision drew (spread exploration), else None."""
     spread_log_prob: torch.Tensor | None = None
     """(1,) its log-density when drawn."""
+    flow: tuple[torch.Tensor, torch.Tensor] | None = None
+    """With the flow surrogate: its draws, noise (M, T, C) and times (M,); else None."""
 
 
 def split_prefix(prefix: Any, batch: int) -> list[Any]:
@@ -92,3 +95,10 @@ class Storage:
         if chosen[0].spread is None:
             return None
         return torch.stack([d.spread for d in chosen]), torch.stack([d.spread_log_prob for d in chosen])
+
+    def flow_draws(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(noise (B, M, T, C), times (B, M)) of the decisions `index` under the flow surrogate; else None."""
+        chosen = [self.decisions[i] for i in index.tolist()]
+        if chosen[0].flow is None:
+            return None
+        return torch.stack([d.flow[0] for d in chosen]), torch.stack([d.flow[1] for d in chosen])

@@ -53,11 +53,12 @@ def build(policy_dir: Path, cfg: RLConfig) -> tuple[FlowRL, torch.optim.Optimize
 
     try:
         policy = load_policy(policy_dir)
+        torch.manual_seed(cfg.run.seed)
+        prefix_dtype = torch.float32 if policy.chain_dim == policy.action_dim else torch.bfloat16
+        model = FlowRL(policy, cfg.noise, cfg.start, prefix_dtype=prefix_dtype, likelihood=cfg.ppo.likelihood,
+                       flow_draws=cfg.ppo.flow_draws).eval()
     except ValueError as error:
         raise RLError(str(error)) from None
-    torch.manual_seed(cfg.run.seed)
-    prefix_dtype = torch.float32 if policy.chain_dim == policy.action_dim else torch.bfloat16
-    model = FlowRL(policy, cfg.noise, cfg.start, prefix_dtype=prefix_dtype).eval()
     lrs = cfg.policy_lrs()
     groups = [{"params": params, "lr": lrs[name]} for name, params in model.policy_parameter_sets().items()]
     groups.append({"params": list(model.critic.parameters()), "lr": cfg.ppo.critic_lr})
