@@ -117,6 +117,11 @@ def test_two_policies_see_the_same_noise_draws(tmp_path):
         assert np.array_equal(chunks[0][index], chunks[1][index])
         expected = torch.randn(1, 50, 6, generator=torch.Generator().manual_seed(1000 + index))[0].numpy()
         assert np.allclose(chunks[0][index], expected, atol=1e-6)
+    # a hand-set start spread scales the same draws
+    active = {0: _Episode(7, observation, {"instruction": "Move the white pawn from e2 to e4."},
+                          torch.Generator().manual_seed(1007), None)}
+    narrow = _decide(Still(SMALL, Normalizer.identity()), active, EvalConfig(start_spread=0.5))[0]
+    assert np.allclose(narrow, 0.5 * chunks[0][7], atol=1e-6)
 
 
 def test_a_lerobot_policy_is_evaluated_the_same_whatever_the_number_of_simulators(tiny_act_dir, tmp_path):
@@ -130,8 +135,9 @@ def test_a_lerobot_policy_is_evaluated_the_same_whatever_the_number_of_simulator
 
 
 def test_noise_is_refused_for_a_policy_without_a_flow_chain(tiny_act_dir, tmp_path):
-    with pytest.raises(EvalError, match="no such chain"):
-        evaluate(tiny_act_dir, tmp_path / "out", EvalConfig(episodes=1, envs=1, noise=(0.1, 0.01)), ENV)
+    for cfg in (EvalConfig(episodes=1, envs=1, noise=(0.1, 0.01)), EvalConfig(episodes=1, envs=1, start_spread=0.5)):
+        with pytest.raises(EvalError, match="no such chain"):
+            evaluate(tiny_act_dir, tmp_path / "out", cfg, ENV)
 
 
 def test_resume_runs_only_the_missing_episodes(policy_dir, first_run, tmp_path, monkeypatch):

@@ -2,7 +2,7 @@
 
 Episodes run in parallel simulators (`VecChessEnv`); at every round the policy decides for all running
 episodes in one batch. Each episode owns a torch generator seeded with its scene's `torch_seed`, from which
-every decision draws x_0 (B=1, T, C) and, with `noise`, the chain's step noise (1, K, T, C), in that order:
+every decision draws x_0 (B=1, T, C; scaled by `start_spread`) and, with `noise`, the chain's step noise (1, K, T, C), in that order:
 two policies evaluated on the same scenes see the same draws (a paired comparison), whatever the schedule.
 
 Output folder: `summary.json` (summary keys with Wilson 95% intervals), `episodes.csv` (one row per scene, in
@@ -85,8 +85,9 @@ def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: boo
     arguments = {"policy": label if is_object else str(policy), "eval": asdict(cfg), "env": asdict(env_cfg),
                  "policy_threads": threads}
     policy = policy if is_object else _open_policy(policy)
-    if cfg.noise is not None and isinstance(policy, LeRobotPolicy):
-        raise EvalError("--noise is the chess-sim flow policies' ReinFlow sampler; this policy has no such chain")
+    if (cfg.noise is not None or cfg.start_spread != 1.0) and isinstance(policy, LeRobotPolicy):
+        raise EvalError("--noise and --start-spread act on the chess-sim flow policies' chain; this policy has no "
+                        "such chain")
     rows = _prepare_out(out, arguments, resume)
     torch_threads = torch.get_num_threads()
     todo = [i for i in range(cfg.episodes) if i not in rows]
@@ -254,7 +255,7 @@ def _decide(policy, active: dict[int, _Episode], cfg: EvalConfig) -> dict[int, n
     shape = (1, policy.chunk, policy.chain_dim)
     x0, noise = [], []
     for episode in episodes:
-        x0.append(torch.randn(shape, generator=episode.generator))
+        x0.append(cfg.start_spread * torch.randn(shape, generator=episode.generator))
         if cfg.noise is not None:
             noise.append(torch.randn((1, policy.steps, *shape[1:]), generator=episode.generator))
     sigmas = noise_schedule(*cfg.noise, policy.steps) if cfg.noise is not None else None

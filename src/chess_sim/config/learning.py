@@ -160,6 +160,10 @@ class EvalConfig:
     noise: tuple[float, float] | None = None
     """(sigma_start, sigma_end) of the stochastic ReinFlow sampler (`--noise` alone: `NoiseConfig`'s defaults);
     None: the deterministic ODE sampler."""
+    start_spread: float = 1.0
+    """Scales every start draw: x_0 = mean + std * s * draw under the policy's start distribution, a hand-set
+    temperature on top of it (1: as the policy samples). The draws themselves stay those of the scene, so
+    evaluations at different spreads are paired."""
     check_expert: bool = False
     """Also run the scripted expert on a copy of each scene's start, to mark scenes it cannot solve."""
     early_stop: bool = True
@@ -169,6 +173,7 @@ class EvalConfig:
     def __post_init__(self):
         at_least(self, 1, "episodes", "envs")
         at_least(self, 0, "videos")
+        require(self.start_spread > 0, f"start_spread must be positive, got {self.start_spread}")
         require(self.noise is None or (len(self.noise) == 2 and min(self.noise) > 0),
                  f"noise must be two positive sizes (start, end), got {self.noise}")
 
