@@ -127,3 +127,15 @@ def test_a_new_start_begins_at_the_initial_spread_and_a_brought_one_is_kept():
     assert float(model.start.log_std.exp()) == pytest.approx(0.5)
     with pytest.raises(ValueError, match="brings its own learned start"):
         FlowRL(steered(policy), start=StartConfig(steer=True, initial_spread=0.5))
+
+
+def test_without_push_away_only_the_positive_advantages_act(model):
+    from chess_sim.rl.ppo import normalized_advantages
+
+    storage = _storage(model, [1.0, 0.0])
+    optimizer = torch.optim.Adam(model.policy.parameters(), lr=1e-3)
+    cfg = PPOConfig(epochs=1, minibatch=len(storage), likelihood="flow", push_away=False)
+    stats = ppo_update(model, storage, optimizer, cfg, torch.Generator().manual_seed(0))
+    advantages = normalized_advantages(storage)
+    assert bool((advantages < 0).any())
+    assert stats["pg_loss"] == pytest.approx(-float(advantages.clamp_min(0).mean()), abs=1e-5)  # at ratio 1

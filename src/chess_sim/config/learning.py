@@ -249,6 +249,10 @@ class PPOConfig:
     flow_draws: int = 4
     """With `likelihood flow`: (noise, time) draws per decision; times ~ Beta(`TrainConfig.time_beta`, 1), as the
     policy was trained."""
+    push_away: bool = True
+    """Decisions with a negative (normalised) advantage push the policy away from what they did; off: only the
+    positive part of the advantages acts, so an update only pulls towards the better decisions (reward-weighted
+    regression under PPO's clip)."""
     ratio: Ratio = "element"
     """Clipped-ratio granularity: every element (chain: step x timestep x joint; flow: draw x timestep x joint) on
     its own, or summed per step (draw) or per chunk (which one small update already pushes outside the clip range:

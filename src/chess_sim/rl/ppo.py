@@ -96,6 +96,8 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: PP
     sizes learn): the transitions' log-probs stay the rollout's, so only the start is re-evaluated, without K
     velocity passes per decision."""
     normalized = normalized_advantages(storage)
+    if not cfg.push_away:
+        normalized = normalized.clamp_min(0.0)
     n = len(storage)
     stats: dict[str, list[float]] = {key: [] for key in ("pg_loss", "v_loss", "approx_kl", "clipfrac", "clip_active",
                                                          "grad_norm", "spread_kl", "spread_clipfrac")}
