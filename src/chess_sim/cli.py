@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--json", type=Path, help="write the summary as JSON here")
     cli_args.add_backend(evaluation)
 
-    rl = verbs.add_parser("rl", help="RL fine-tuning: PPO over action chunks with ReinFlow noise")
+    rl = verbs.add_parser("rl", help="RL fine-tuning: PPO over action chunks (ReinFlow's noisy chain, or FPO's flow surrogate)")
     rl_check = verbs.add_parser("rl-check", help="the likelihood and determinism self-check on a short rollout")
     for command in (rl, rl_check):
         command.add_argument("--policy", type=Path, required=True, help="policy directory to fine-tune")
@@ -263,6 +263,8 @@ def _rl_config(args: argparse.Namespace) -> tuple[str, RLConfig]:
     cfg = cli_args.config_from_args(RLConfig, args, base=RL_PROFILES[name])
     if args.spread_noise and not cfg.start.steer:  # a profile's exploration simply goes with its start
         raise UsageError(f"--spread-noise {args.spread_noise} needs a learned start (--steer)")
+    if args.initial_spread is not None and not cfg.start.steer:
+        raise UsageError(f"--initial-spread {args.initial_spread} needs a learned start (--steer)")
     return name, cfg
 
 

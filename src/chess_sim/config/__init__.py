@@ -16,4 +16,4 @@ from chess_sim.config.env import (PROFILES, BoardConfig, CameraConfig, EnvConfig
                                   PhysicsConfig, RewardConfig, SceneConfig, profile)
 from chess_sim.config.learning import (LIKELIHOODS, RATIOS, RL_PROFILES, CompactConfig, DaggerConfig,  # noqa: F401
                                        EvalConfig, Likelihood, NoiseConfig, PPOConfig, Ratio, RecordConfig, RLConfig,
-                                       RunConfig, StartConfig, TrainConfig)
+                                       RunConfig, START_SPREAD_BOUNDS, StartConfig, TrainConfig)

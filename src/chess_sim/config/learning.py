@@ -299,6 +299,12 @@ class NoiseConfig:
         at_least(self, 0, "sigma_lr")
 
 
+START_SPREAD_BOUNDS = (0.05, 2.0)
+"""A learned start's spread stays in this range (`policy/start.py`). The floor keeps the start's score bounded; the
+ceiling is well above the 1 where training begins, since a clamp passes no gradient past its bound and a spread just
+over it would be stuck there for good."""
+
+
 @dataclass(frozen=True)
 class StartConfig:
     """The learned start of the chain (`policy/start.py`): x_0 ~ N(0, s^2) with one spread s for every element, and a
@@ -323,7 +329,9 @@ class StartConfig:
 
     def __post_init__(self):
         at_least(self, 0, "spread_lr", "spread_head_lr", "spread_noise")
-        require(self.initial_spread > 0, f"initial_spread must be positive, got {self.initial_spread}")
+        low, high = START_SPREAD_BOUNDS
+        require(low <= self.initial_spread <= high,
+                f"initial_spread must be within [{low}, {high}] (a learned start's range), got {self.initial_spread}")
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from chess_sim import atomic
+from chess_sim.config import START_SPREAD_BOUNDS
 
 START_WEIGHTS = "start.safetensors"
 START_CONFIG = "start.json"
@@ -32,10 +33,7 @@ START_CONFIG = "start.json"
 class StartDistribution(nn.Module):
     """The learned spread: a shared log-spread plus a per-observation head (see the module docstring)."""
 
-    STD_BOUNDS = (0.05, 2.0)
-    """The spread stays in this range. The floor keeps the start's score bounded; the ceiling is well above the 1
-    where training begins, since a clamp passes no gradient past its bound and a spread just over it would be stuck
-    there for good."""
+    STD_BOUNDS = START_SPREAD_BOUNDS
 
     def __init__(self, features: int, width: int = 128):
         super().__init__()

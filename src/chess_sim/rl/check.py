@@ -6,7 +6,7 @@ update of every `chess-sim rl` run). On a fresh rollout:
 2. hence ratio 1 and approximate KL 0 before any update;
 3. the policy is in eval mode (no dropout or other train-time behaviour while sampling or re-evaluating);
 4. the noise-free sampler is deterministic and equals the policy's own sampler (`sample_chunk`);
-5. after one small update (on a copy), how far per-element, per-step (T x A summed) and per-chunk log-probs
+5. after one small update (on a copy), how far per-element, per-step (one row summed) and per-chunk log-probs
    move: why each element gets its own clipped ratio.
 """
 
@@ -29,12 +29,14 @@ runs B rows and re-evaluation B*K rows, so the velocity's rounding differs (~1e-
 units); an element's log-prob then differs by |noise| * discrepancy / sigma, largest at the smallest sigma."""
 
 
-def log_prob_tolerance(model: FlowRL) -> float:
+def log_prob_tolerance(model: FlowRL, rollout: torch.Tensor | None = None) -> float:
     """Largest accepted |re-evaluated - rollout| log-prob difference, nats per element: `MEAN_ROUNDING` over
     the smallest noise size (5e-3 nats, a ratio within 0.5% of 1, at the default sigma_end 0.002). The flow
-    surrogate's elements are squared errors of values of a few units, rounded as the velocity is: `MEAN_ROUNDING`."""
+    surrogate's elements are minus squared errors e = (v - target)^2 (the `rollout` ones are needed): the same
+    allowance on the velocity, K * `MEAN_ROUNDING` (a step's mean moves by v / K), moves one by 2 sqrt(e) times it."""
     if model.likelihood == "flow":
-        return MEAN_ROUNDING
+        largest = float((-rollout).clamp_min(0).max()) if rollout is not None and rollout.numel() else 0.0
+        return MEAN_ROUNDING * model.policy.steps * 2.0 * max(largest, 1.0) ** 0.5
     return MEAN_ROUNDING / float(model.sigmas().detach().min())
 
 
@@ -61,7 +63,7 @@ def self_check(model: FlowRL, storage, lrs: dict[str, float], clip: float, decis
     result = {
         "decisions": len(index),
         "log_prob_max_abs_diff": float(log_ratios.abs().max()),
-        "log_prob_tolerance": log_prob_tolerance(model),
+        "log_prob_tolerance": log_prob_tolerance(model, old),
         "ratio_max_abs_dev": float((log_ratios.exp() - 1).abs().max()),
         "approx_kl": float(approx_kl(log_ratios)),
         "eval_mode": eval_mode,

@@ -46,7 +46,7 @@ LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 @dataclass
 class Sample:
-    """One batch of decisions drawn with noise."""
+    """One batch of decisions drawn for training: with chain noise, or noise-free under the flow surrogate."""
 
     chain: torch.Tensor
     """(B, K+1, T, C) the denoising chain, x_0 first; x_K is the (normalised) action chunk."""
@@ -162,7 +162,8 @@ class FlowRL(nn.Module):
 
     def draw_flow(self, rows: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """The flow surrogate's draws for `rows` decisions: standard-normal noise (rows, M, T, C) and flow times
-        (rows, M) ~ Beta(`TrainConfig.time_beta`, 1), the distribution the policy was trained with."""
+        (rows, M) ~ Beta(`TrainConfig.time_beta`, 1) at its default, the distribution this project trains with (a
+        policy trained with another `--time-beta` is still scored at the default)."""
         policy, draws = self.policy, self.flow_draws
         noise = torch.randn(rows, draws, policy.chunk, policy.chain_dim, generator=generator)
         return noise, flow_times(rows * draws, TrainConfig.time_beta, generator).view(rows, draws)

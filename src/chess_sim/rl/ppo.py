@@ -7,10 +7,11 @@ Time limits: an episode cut by the time limit (`truncated`) did not reach a term
 decision bootstraps from the critic's value of the final observation (partial-episode bootstrapping);
 only success, irreversible failure or an unstable simulation (`terminated`) end with a next value of 0.
 
-Ratios: the log-prob of one denoising step sums T x A = 300 elements and moves by hundreds of nats after one
-small update, so a per-step (or per-chunk) ratio is almost always outside [1 - clip, 1 + clip] and PPO learns
-nothing. As tokens in language-model PPO, every element (step x timestep x joint) has its own clipped ratio
-(`ratio="element"`); `"step"` and `"chunk"` are offered for comparison. With spread exploration, each decision's
+Ratios: the log-prob of one denoising step sums T x C elements (300 for the compact policy) and moves by hundreds
+of nats after one small update, so a per-step (or per-chunk) ratio is almost always outside [1 - clip, 1 + clip]
+and PPO learns nothing. As tokens in language-model PPO, every element (step x timestep x chain dimension; under
+the flow surrogate draw x timestep x joint, see `rl/flow_rl.py`) has its own clipped ratio (`ratio="element"`);
+`"step"` and `"chunk"` are offered for comparison. With spread exploration, each decision's
 drawn log-spread adds its own clipped term, averaged on its own and added to the chain's.
 """
 
@@ -40,7 +41,8 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor, 
 
 
 def log_ratio(new: torch.Tensor, old: torch.Tensor, mode: str) -> torch.Tensor:
-    """Log ratios from per-element log-probs (B, K, T, A): per element, per step (B, K) or per chunk (B,)."""
+    """Log ratios from per-element log-probs (B, R, T, C) (chain) or (B, M, T, A) (flow surrogate): per element,
+    per row (B, R) or per chunk (B,)."""
     if mode == "element":
         return new - old
     if mode == "step":

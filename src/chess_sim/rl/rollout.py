@@ -1,9 +1,10 @@
-"""Training rollouts: episodes on training scenes with the noisy (ReinFlow) policy, stored for PPO.
+"""Training rollouts: episodes on training scenes with the exploring policy, stored for PPO.
 
-Each round, the running episodes' observations form one batch: encode once, sample the noisy chain, store per
-decision the chain, its log-probs, the value, the state and the prefix (split per sample). A finished episode
-goes to `Storage` with its bootstrap value: 0 after a terminal end, the critic's value of the final
-observation after the time limit (see `rl/ppo.py`). The noise comes from the run's generator, in worker order,
+Each round, the running episodes' observations form one batch: encode once, sample the chain (noisy under the
+chain likelihood, noise-free with its surrogate's draws under the flow one), store per decision the chain, its
+log-probs (or surrogate elements and draws), the value, the state and the prefix (split per sample). A finished
+episode goes to `Storage` with its bootstrap value: 0 after a terminal end, the critic's value of the final
+observation after the time limit (see `rl/ppo.py`). Every draw comes from the run's generator, in worker order,
 so a rollout is reproducible for a given number of simulators.
 """
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from chess_sim import jsonl, runs
-from chess_sim.config import EnvConfig, EvalConfig, RewardConfig, RLConfig
+from chess_sim.config import EnvConfig, EvalConfig, RewardConfig, RLConfig, replace_fields
 from chess_sim.policy.base import observed_env
 from chess_sim.report.summary import summarize
 from chess_sim.rl.check import self_check, write_report
@@ -103,9 +103,9 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
     continuing = runs.open_run(out, resume, STATE_FILE, ARGS_FILE)
     if resume:
         runs.check_same_args(out / ARGS_FILE, args, _run_defining, "only --iterations and --minutes")
-    if continuing:
+    if continuing:  # the run's own checkpoint, whose learned start is the run's (initial_spread is spent)
         policy_dir = out / "last"
-    model, optimizer = build(policy_dir, cfg)
+    model, optimizer = build(policy_dir, replace_fields(cfg, initial_spread=1.0) if continuing else cfg)
     generator = torch.Generator().manual_seed(cfg.run.seed)
     state = {"iteration": 0, "next_index": 0, "best": -1.0, "elapsed_s": 0.0}
     if continuing:
