@@ -25,8 +25,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import torch  # noqa: E402
 
-from chess_sim.config import RL_PROFILES, NoiseConfig, StartConfig, profile  # noqa: E402
-from chess_sim.policy.start import StartDistribution  # noqa: E402
+from chess_sim.config import RL_PROFILES, START_SPREAD_BOUNDS, NoiseConfig, StartConfig, profile  # noqa: E402
 from chess_sim.rl.train import build, collect, training_env  # noqa: E402
 from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
 
@@ -43,7 +42,7 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=4)
     parser.add_argument("--spreads", type=float, nargs="+", default=[1.0, 0.5, 0.05])
     args = parser.parse_args()
-    low, high = StartDistribution.STD_BOUNDS
+    low, high = START_SPREAD_BOUNDS
     if not all(low <= spread <= high for spread in args.spreads) or args.scenes < 1 or args.draws < 1:
         parser.error(f"--spreads must lie in [{low}, {high}]; --scenes and --draws must be >= 1")
     compact = RL_PROFILES["compact"]

@@ -2,8 +2,9 @@
 
 Episodes run in parallel simulators (`VecChessEnv`); at every round the policy decides for all running
 episodes in one batch. Each episode owns a torch generator seeded with its scene's `torch_seed`, from which
-every decision draws x_0 (B=1, T, C; scaled by `start_spread`) and, with `noise`, the chain's step noise (1, K, T, C), in that order:
-two policies evaluated on the same scenes see the same draws (a paired comparison), whatever the schedule.
+every decision draws x_0 (B=1, T, C; scaled by `start_spread`) and, with `noise`, the chain's step noise
+(1, K, T, C), in that order: two policies evaluated on the same scenes see the same draws (a paired comparison),
+whatever the schedule.
 
 Output folder: `summary.json` (summary keys with Wilson 95% intervals), `episodes.csv` (one row per scene, in
 index order), `videos/episode_XXXX.mp4` (the first K episodes) and `eval_args.json`. Both result files are

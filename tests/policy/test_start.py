@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
-from chess_sim.config import CompactConfig
+from chess_sim.config import START_SPREAD_BOUNDS, CompactConfig
 from chess_sim.policy.base import Normalizer, sample_chain
 from chess_sim.policy.compact import CompactPolicy
 from chess_sim.policy.loading import load_policy
-from chess_sim.policy.start import START_WEIGHTS, StartDistribution, SteeredPolicy, steered
+from chess_sim.policy.start import START_WEIGHTS, SteeredPolicy, steered
 
 SMALL = CompactConfig(width=32, layers=1, heads=2, image_size=32, steps=3)
 
@@ -38,7 +38,7 @@ def test_the_spread_is_bounded_and_scales_the_draw(policy):
         draw = torch.randn(2, 50, 6)
         assert torch.allclose(sample_chain(wrapped, prefix, draw)[:, 0], 0.3 * draw)
         wrapped.start.log_std.fill_(math.log(100.0))
-        assert float(wrapped.start.std()) == StartDistribution.STD_BOUNDS[1]
+        assert float(wrapped.start.std()) == START_SPREAD_BOUNDS[1]
 
 
 def test_a_steered_policy_saves_and_loads_with_its_start(policy, tmp_path):

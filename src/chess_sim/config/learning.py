@@ -247,8 +247,8 @@ class PPOConfig:
     then runs the noise-free chain and explores through the start's draw. Its gradient has no 1 / sigma score
     and carries 4-10 times the chain's signal per episode (`benchmarks/rl_group_signal.py`)."""
     flow_draws: int = 4
-    """With `likelihood flow`: (noise, time) draws per decision; times ~ Beta(`TrainConfig.time_beta`, 1), as the
-    policy was trained."""
+    """With `likelihood flow`: (noise, time) draws per decision; times ~ Beta(b, 1) at `TrainConfig.time_beta`'s
+    default b, the distribution this project's policies are trained with."""
     push_away: bool = True
     """Decisions with a negative (normalised) advantage push the policy away from what they did; off: only the
     positive part of the advantages acts, so an update only pulls towards the better decisions (reward-weighted

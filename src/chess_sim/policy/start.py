@@ -6,7 +6,7 @@ last layer is zero), so a policy given a start samples exactly as before until R
 steering of the start's spread, a temperature: on the baseline, x_0 decides most outcomes and a narrower start alone
 lifts success (docs/experiments.md).
 
-Shapes: features (B, F) -> log-spread (B, 1) -> spread (B, 1) within `STD_BOUNDS`; the start distribution a
+Shapes: features (B, F) -> log-spread (B, 1) -> spread (B, 1) within `START_SPREAD_BOUNDS`; the start distribution a
 FlowPolicy reports is a mean of 0 and a spread (B, 1, 1) that broadcasts over the chunk (B, T, C).
 
 Files: a steered policy is its base policy's files plus `start.safetensors` and `start.json`;
@@ -33,8 +33,6 @@ START_CONFIG = "start.json"
 class StartDistribution(nn.Module):
     """The learned spread: a shared log-spread plus a per-observation head (see the module docstring)."""
 
-    STD_BOUNDS = START_SPREAD_BOUNDS
-
     def __init__(self, features: int, width: int = 128):
         super().__init__()
         self.features, self.width = features, width
@@ -50,8 +48,8 @@ class StartDistribution(nn.Module):
         return self.log_std + self.head(features.float())
 
     def std_of(self, log_spread: torch.Tensor) -> torch.Tensor:
-        """(B, 1) log-spreads (the policy's, or ones a decision drew around it) -> spreads within `STD_BOUNDS`."""
-        return log_spread.exp().clamp(*self.STD_BOUNDS)
+        """(B, 1) log-spreads (the policy's, or ones a decision drew around it) -> spreads within `START_SPREAD_BOUNDS`."""
+        return log_spread.exp().clamp(*START_SPREAD_BOUNDS)
 
     def std(self) -> torch.Tensor:
         """(1,) the shared spread, where the head's output is zero."""
