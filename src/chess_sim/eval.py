@@ -242,25 +242,33 @@ def _finish(episode: _Episode, info: dict, control_hz: int) -> dict:
     return row
 
 
-@torch.no_grad()
 def _decide(policy, active: dict[int, _Episode], cfg: EvalConfig) -> dict[int, np.ndarray]:
     """One decision for every running episode, in one policy batch: {worker: chunk (T, 6) in SO-101 units}."""
-    from chess_sim.policy.base import chunk_actions, noise_schedule, observation_batch, pad_rows, sample_chain
-
     workers = sorted(active)
     episodes = [active[worker] for worker in workers]
-    batch = observation_batch([e.observation for e in episodes], [e.info["instruction"] for e in episodes])
+    chunks = decide(policy, [e.observation for e in episodes], [e.info["instruction"] for e in episodes],
+                    [e.generator for e in episodes], cfg)
+    return {worker: chunks[i] for i, worker in enumerate(workers)}
+
+
+@torch.no_grad()
+def decide(policy, observations: list[dict], instructions: list[str], generators: list[torch.Generator],
+           cfg: EvalConfig) -> np.ndarray:
+    """The evaluation protocol's decision for B observations (env format) in one policy batch: chunks (B, T, 6) in
+    SO-101 units. Each row draws its x_0 (scaled by `cfg.start_spread`) and, with `cfg.noise`, its chain noise from
+    its own generator (see the module docstring)."""
+    from chess_sim.policy.base import chunk_actions, noise_schedule, observation_batch, pad_rows, sample_chain
+
+    batch = observation_batch(observations, instructions)
     if isinstance(policy, LeRobotPolicy):
-        chunks = policy.act(batch, [e.generator for e in episodes])
-        return {worker: chunks[i] for i, worker in enumerate(workers)}
+        return policy.act(batch, generators)
     shape = (1, policy.chunk, policy.chain_dim)
     x0, noise = [], []
-    for episode in episodes:
-        x0.append(cfg.start_spread * torch.randn(shape, generator=episode.generator))
+    for generator in generators:
+        x0.append(cfg.start_spread * torch.randn(shape, generator=generator))
         if cfg.noise is not None:
-            noise.append(torch.randn((1, policy.steps, *shape[1:]), generator=episode.generator))
+            noise.append(torch.randn((1, policy.steps, *shape[1:]), generator=generator))
     sigmas = noise_schedule(*cfg.noise, policy.steps) if cfg.noise is not None else None
     chain = sample_chain(policy, policy.encode(pad_rows(batch)), pad_rows(torch.cat(x0)), sigmas,
                          pad_rows(torch.cat(noise)) if noise else None)
-    chunks = chunk_actions(policy, chain[:, -1]).numpy()
-    return {worker: chunks[i] for i, worker in enumerate(workers)}
+    return chunk_actions(policy, chain[:, -1]).numpy()

@@ -16,10 +16,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass
 
-import numpy as np
 import torch
 
-from chess_sim.config import DaggerConfig
+from chess_sim.config import DaggerConfig, EvalConfig
 from chess_sim.sim.judge import episode_row
 
 RUNNING = "running"
@@ -67,18 +66,21 @@ class Dagger:
 
 
 def dagger_scene(env, expert, policy, seed: int, index: int, dagger: Dagger):
-    """Scene `(seed, index)` driven by `policy` (a FlowPolicy, deterministic chain from x_0 = `start_spread` times
-    a standard-normal draw from the scene's `torch_seed`), with an expert takeover before every `branch_every`-th
+    """Scene `(seed, index)` driven by `policy` with evaluation's decision (`eval.decide`: the deterministic chain
+    from x_0 = `start_spread` times a standard-normal draw from the scene's `torch_seed`), with an expert takeover before every `branch_every`-th
     decision. Returns (takeover episodes in order, the policy's own episode row)."""
+    from chess_sim.eval import decide
+
     observation, info = env.reset(seed=seed, options={"index": index})
     generator = torch.Generator().manual_seed(info["torch_seed"])
     cfg = dagger.cfg
+    protocol = EvalConfig(start_spread=cfg.start_spread)  # the noise-free decision of evaluation, at the start spread
     takeovers, decision, total = [], 0, 0.0
     while True:
         if decision % cfg.branch_every == 0 and env.judge.failure is None:
             provenance = {**dagger.provenance(), "decision": decision, "step": env.steps}
             takeovers.append(_takeover(env, expert, cfg.branch_steps, index, provenance))
-        chunk = _decide(policy, observation, info["instruction"], generator, cfg.start_spread)
+        chunk = decide(policy, [observation], [info["instruction"]], [generator], protocol)[0]
         observation, reward, terminated, truncated, info = env.step_chunk(chunk)
         total += reward
         decision += 1
@@ -103,12 +105,3 @@ def _takeover(env, expert, steps: int, index: int, provenance: dict):
         row["end"] = RUNNING
     return recorder.episode(index, row, recovery=False, physics_s=physics_s, provenance=provenance)
 
-
-@torch.no_grad()
-def _decide(policy, observation: dict, instruction: str, generator: torch.Generator, spread: float) -> np.ndarray:
-    """The policy's chunk (T, 6) in SO-101 units for one observation, padded to a batch-invariant decision."""
-    from chess_sim.policy.base import chunk_actions, observation_batch, pad_rows, sample_chunk
-
-    draw = spread * torch.randn((1, policy.chunk, policy.chain_dim), generator=generator)
-    prefix = policy.encode(pad_rows(observation_batch([observation], [instruction])))
-    return chunk_actions(policy, sample_chunk(policy, prefix, pad_rows(draw)))[0].numpy()
