@@ -85,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--json", type=Path, help="write the summary as JSON here")
     cli_args.add_backend(evaluation)
 
-    rl = verbs.add_parser("rl", help="RL fine-tuning: PPO over action chunks (ReinFlow's noisy chain, or FPO's flow surrogate)")
+    rl = verbs.add_parser("rl", help="RL fine-tuning: PPO over action chunks (ReinFlow's noisy chain, or FPO's "
+                                     "flow surrogate)")
     rl_check = verbs.add_parser("rl-check", help="the likelihood and determinism self-check on a short rollout")
     for command in (rl, rl_check):
         command.add_argument("--policy", type=Path, required=True, help="policy directory to fine-tune")

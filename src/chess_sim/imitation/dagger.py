@@ -67,8 +67,8 @@ class Dagger:
 
 def dagger_scene(env, expert, policy, seed: int, index: int, dagger: Dagger):
     """Scene `(seed, index)` driven by `policy` with evaluation's decision (`eval.decide`: the deterministic chain
-    from x_0 = `start_spread` times a standard-normal draw from the scene's `torch_seed`), with an expert takeover before every `branch_every`-th
-    decision. Returns (takeover episodes in order, the policy's own episode row)."""
+    from x_0 = `start_spread` times a standard-normal draw from the scene's `torch_seed`), with an expert takeover
+    before every `branch_every`-th decision. Returns (takeover episodes in order, the policy's own episode row)."""
     from chess_sim.eval import decide
 
     observation, info = env.reset(seed=seed, options={"index": index})

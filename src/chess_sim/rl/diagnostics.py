@@ -34,7 +34,8 @@ def episode_flow_gradients(model: FlowRL, episodes: list[tuple[torch.Tensor, Any
     params = [p for p in model.policy.parameters() if p.requires_grad]
     rows = []
     for chain, prefix, _, advantages in episodes:
-        elements = model.flow_log_probs(chain, cast_prefix(prefix, torch.float32), *model.draw_flow(len(chain), generator))
+        draws = model.draw_flow(len(chain), generator)
+        elements = model.flow_log_probs(chain, cast_prefix(prefix, torch.float32), *draws)
         rows.append(_flat_gradient((elements.mean(dim=(1, 2, 3)) * advantages).sum(), params))
     return torch.stack(rows)
 

@@ -15,8 +15,8 @@ clipped ratio in PPO.
 
 A policy whose chain carries padded dimensions (SmolVLA: C = 32, A = 6) gets noise on them too, and they are scored:
 the padded values condition every later velocity call, so the chain's likelihood is the product over all C
-dimensions, and leaving them out would drop their terms from the gradient. Only the chain's end is cut to A joints. sigma_k is per step and chain dimension, (K, C), geometric
-from `sigma_start` (first step) to `sigma_end` (last); learnable as `log_sigma` when asked. The critic is a small
+dimensions, and leaving them out would drop their terms from the gradient. Only the chain's end is cut to A joints.
+sigma_k is per step and chain dimension, (K, C), geometric from `sigma_start` (first step) to `sigma_end` (last); learnable as `log_sigma` when asked. The critic is a small
 separate head on the prefix's pooled features (`policy.features`) and the normalised state.
 
 With `likelihood="flow"` (FPO, McAllister et al., 2025) the rollout runs the noise-free chain, exploring through the
@@ -169,8 +169,8 @@ class FlowRL(nn.Module):
         return noise, flow_times(rows * draws, TrainConfig.time_beta, generator).view(rows, draws)
 
     @torch.no_grad()
-    def sample(self, batch: dict, x0: torch.Tensor, noise: torch.Tensor | None,
-               spread_draw: torch.Tensor | None = None, flow: tuple[torch.Tensor, torch.Tensor] | None = None) -> Sample:
+    def sample(self, batch: dict, x0: torch.Tensor, noise: torch.Tensor | None, spread_draw: torch.Tensor | None = None,
+               flow: tuple[torch.Tensor, torch.Tensor] | None = None) -> Sample:
         """Encode `batch`, then run the chain from the standard-normal draw x0 (B, T, C) with standard-normal
         `noise` (B, K, T, C) scaled by `sigmas()`; `noise=None` runs the plain ODE (log-probs then describe a
         zero-noise chain and are not meaningful). With spread exploration, standard-normal `spread_draw` (B, 1) sets
@@ -211,7 +211,8 @@ class FlowRL(nn.Module):
         return Sample(chain, log_probs, self.value(prefix, state), stored, spread, spread_log_probs,
                       None if self.likelihood == "chain" else flow)
 
-    def flow_log_probs(self, chain: torch.Tensor, prefix: Any, noise: torch.Tensor, times: torch.Tensor) -> torch.Tensor:
+    def flow_log_probs(self, chain: torch.Tensor, prefix: Any, noise: torch.Tensor,
+                       times: torch.Tensor) -> torch.Tensor:
         """(B, M, T, A) the flow surrogate's elements: minus the flow-matching errors of the executed chunk (the chain's
         end, (B, K+1, T, C) given) under draws noise (B, M, T, C) and times (B, M)."""
         batch, draws = times.shape
@@ -219,7 +220,8 @@ class FlowRL(nn.Module):
         assert noise.shape == (batch, draws, policy.chunk, policy.chain_dim), \
             f"flow noise must be ({batch}, {draws}, {policy.chunk}, {policy.chain_dim}), got {tuple(noise.shape)}"
         actions = chain[:, -1, :, :policy.action_dim].repeat_interleave(draws, dim=0)
-        errors = flow_matching_errors(policy, repeat_prefix(prefix, draws), actions, noise.flatten(0, 1), times.flatten())
+        errors = flow_matching_errors(policy, repeat_prefix(prefix, draws), actions, noise.flatten(0, 1),
+                                      times.flatten())
         return -errors.view(batch, draws, policy.chunk, policy.action_dim)
 
     def _transition_log_probs(self, chain: torch.Tensor, means: torch.Tensor) -> torch.Tensor:

@@ -69,7 +69,7 @@ class RolloutDriver:
         # padded rows make each decision independent of the batch; only the first `size` rows are kept
         padded = (lambda tensor: None if tensor is None else pad_rows(tensor))
         sample = self.model.sample(pad_rows(batch), pad_rows(x0), padded(noise), padded(spread_draw),
-                                   None if draws is None else tuple(pad_rows(t) for t in draws))
+                                   None if draws is None else tuple(map(pad_rows, draws)))
         chunks = self.model.actions(sample.chain).numpy()
         self.parts["prep"] += prepared - began
         self.parts["sample"] += time.perf_counter() - prepared

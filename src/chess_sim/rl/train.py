@@ -37,8 +37,8 @@ SUMMARY_KEYS = ("episodes", "success", "return", "clean_lift", "disturbed", "top
                 "success_pawn_ci", "success_knight", "success_knight_ci", "close_mm_median", "ends")
 """The summary keys logged with `train_` / `val_` prefixes (docs/design.md)."""
 ITERATION_KEYS = ("iteration", "decisions", "rollout_s", "rollout_parts", "update_s", "sigma_mean", "approx_kl",
-                  "clipfrac", "clip_active", "pg_loss", "v_loss", "grad_norm", "explained_variance", "epochs_done", "kl_stop",
-                  "restarts", "elapsed_s")
+                  "clipfrac", "clip_active", "pg_loss", "v_loss", "grad_norm", "explained_variance", "epochs_done",
+                  "kl_stop", "restarts", "elapsed_s")
 STATE_FILE = "rl_state.pt"
 ARGS_FILE = "args.json"
 
