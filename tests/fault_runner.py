@@ -15,7 +15,8 @@ from chess_sim.config import (CameraConfig, CompactConfig, EvalConfig, RecordCon
 
 ENV = replace(profile("baseline"), episode_seconds=2.0, camera=CameraConfig(64, 64))
 """Short episodes for the policies; the recording keeps the expert's full 20 s, or it would save nothing."""
-EVAL = EvalConfig(episodes=6, envs=4)
+EVAL = EvalConfig(episodes=8, envs=2)
+"""Four batches, so a kill can land between two of them."""
 RECORD = RecordConfig(recovery_fraction=0.5)
 RL = replace_fields(RLConfig(), iterations=2, episodes=2, envs=2, val_episodes=2, val_every=1, save_every=2,
                     minibatch=4, epochs=1, lr=1e-4, critic_warmup=1, torch_threads=1)

@@ -1,6 +1,6 @@
 """The fault tier: each long-running verb is killed with SIGKILL at random moments (seeded, at most three kills,
-each within its first seconds), then resumed to the end; what it leaves must equal an uninterrupted run's:
-nothing lost, nothing repeated."""
+each within the first 70% of the work an uninterrupted run did), then resumed to the end; what it leaves must equal
+an uninterrupted run's: nothing lost, nothing repeated."""
 
 import json
 import os
@@ -8,6 +8,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,31 +21,41 @@ RUNNER = Path(__file__).with_name("fault_runner.py")
 TIMING = {"rollout_s", "rollout_parts", "update_s", "elapsed_s", "val_seconds", "seconds", "steps_per_s"}
 
 
-def run_verb(verb, out, policy, dataset, resume=False, kill_after=None) -> bool:
-    """Run the verb in a fresh process group; kill it after `kill_after` seconds. True when it finished."""
-    argv = [sys.executable, str(RUNNER), verb, str(out), str(policy), str(dataset)] + (["--resume"] if resume else [])
-    process = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        _, err = process.communicate(timeout=kill_after if kill_after is not None else 600)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        return False
-    assert process.returncode == 0, err.decode()[-2000:]
-    return True
+def run_verb(verb, out, policy, dataset, resume=False, kill_after=None) -> tuple[bool, float]:
+    """Run the verb in a fresh process group; kill it `kill_after` seconds after its first file appears in `out`
+    (the moment its own work starts, whatever the imports cost on this machine). Returns whether it finished, and
+    how long it worked: from that first file to its end."""
+    argv = [sys.executable, str(RUNNER), verb, str(out), str(policy), str(dataset)]
+    argv += ["--resume"] if resume else []
+    before = set(out.rglob("*")) if out.exists() else set()
+    with tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.DEVNULL, stderr=err)
+        started, deadline = None, time.monotonic() + 600
+        while process.poll() is None:
+            now = time.monotonic()
+            if started is None and out.exists() and set(out.rglob("*")) - before:
+                started = now
+            if now > deadline or (kill_after is not None and started is not None and now - started > kill_after):
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                return False, 0.0
+            time.sleep(0.02)
+        err.seek(0)
+        assert process.returncode == 0, err.read().decode()[-2000:]
+    return True, time.monotonic() - (started or time.monotonic())
 
 
-def killed_and_resumed(verb, out, policy, dataset, seed: int, window: tuple[float, float]) -> int:
-    """Kill the verb up to three times at seeded random moments within `window` seconds of each start, resume it
-    to the end; returns how many kills landed."""
+def killed_and_resumed(verb, out, policy, dataset, seed: int, work_seconds: float) -> int:
+    """Kill the verb up to three times at seeded random moments, each within the first 70% of the `work_seconds`
+    an uninterrupted run needed, and resume it to the end; returns how many kills landed."""
     rng = random.Random(seed)
     kills = 0
-    finished = run_verb(verb, out, policy, dataset, kill_after=rng.uniform(*window))
+    finished, _ = run_verb(verb, out, policy, dataset, kill_after=rng.uniform(0.1, 0.7) * work_seconds)
     while not finished:
         kills += 1
-        moment = rng.uniform(*window) if kills < 3 else None
+        moment = rng.uniform(0.1, 0.7) * work_seconds if kills < 3 else None
         started = out.exists() and any(out.iterdir())  # as a user would: an empty folder is started afresh
-        finished = run_verb(verb, out, policy, dataset, resume=started, kill_after=moment)
+        finished, _ = run_verb(verb, out, policy, dataset, resume=started, kill_after=moment)
     return kills
 
 
@@ -58,21 +69,19 @@ def dataset(demos):
 
 
 def test_eval_killed_and_resumed_equals_one_run(tiny_policy_dir, dataset, tmp_path):
-    run_verb("eval", tmp_path / "whole", tiny_policy_dir, dataset)
-    kills = killed_and_resumed("eval", tmp_path / "parts", tiny_policy_dir, dataset, seed=1, window=(4.0, 9.0))
+    _, work = run_verb("eval", tmp_path / "whole", tiny_policy_dir, dataset)
+    kills = killed_and_resumed("eval", tmp_path / "parts", tiny_policy_dir, dataset, seed=1, work_seconds=work)
     assert kills >= 1
     for name in ("episodes.csv", "summary.json"):
         assert (tmp_path / "parts" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
 
 
-@pytest.mark.parametrize("verb, log, seed, window", [("rl", "log.jsonl", 2, (6.0, 12.0)),
-                                                     ("train", "train_log.jsonl", 3, (6.0, 10.0))])
-def test_a_weight_changing_run_killed_and_resumed_equals_one_run(tiny_policy_dir, dataset, tmp_path, verb, log, seed,
-                                                                  window):
+@pytest.mark.parametrize("verb, log, seed", [("rl", "log.jsonl", 2), ("train", "train_log.jsonl", 3)])
+def test_a_weight_changing_run_killed_and_resumed_equals_one_run(tiny_policy_dir, dataset, tmp_path, verb, log, seed):
     from chess_sim.policy.compact import CompactPolicy
 
-    run_verb(verb, tmp_path / "whole", tiny_policy_dir, dataset)
-    kills = killed_and_resumed(verb, tmp_path / "parts", tiny_policy_dir, dataset, seed=seed, window=window)
+    _, work = run_verb(verb, tmp_path / "whole", tiny_policy_dir, dataset)
+    kills = killed_and_resumed(verb, tmp_path / "parts", tiny_policy_dir, dataset, seed=seed, work_seconds=work)
     assert kills >= 1
     assert lines(tmp_path / "parts" / log) == lines(tmp_path / "whole" / log)
     a = CompactPolicy.load(tmp_path / "parts" / "last").state_dict()
@@ -86,8 +95,8 @@ def test_record_killed_and_resumed_equals_one_run(tiny_policy_dir, dataset, tmp_
     from chess_sim.data.integrity import checked_metadata
     from chess_sim.data.record import encoder_leftovers, read_progress
 
-    run_verb("record", tmp_path / "whole", tiny_policy_dir, dataset)
-    kills = killed_and_resumed("record", tmp_path / "parts", tiny_policy_dir, dataset, seed=4, window=(5.0, 10.0))
+    _, work = run_verb("record", tmp_path / "whole", tiny_policy_dir, dataset)
+    kills = killed_and_resumed("record", tmp_path / "parts", tiny_policy_dir, dataset, seed=4, work_seconds=work)
     assert kills >= 1
     whole, parts = read_progress(tmp_path / "whole"), read_progress(tmp_path / "parts")
     assert parts.finished and len(whole.saved) >= 1

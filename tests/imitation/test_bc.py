@@ -53,15 +53,37 @@ def test_validation_is_an_evaluation_kept_per_step_and_picks_best(dataset, tmp_p
     assert CompactPolicy.load(out / "best").config == SMALL
 
 
-def test_resume_continues_without_repeating_steps(dataset, tmp_path):
-    out = tmp_path / "run"
-    train(dataset, out, replace(QUICK, steps=20), SMALL)
-    summary = train(dataset, out, QUICK, SMALL, resume=True)
-    assert summary["steps"] == 40
-    steps = [line["step"] for line in losses(out)]
-    assert steps == sorted(set(steps)) and steps[-1] == 40
+def interrupt_at_call(monkeypatch, call: int) -> None:
+    """Ctrl-C inside the loss of step `call` (counted from 1), after that step drew its batch and noise."""
+    import chess_sim.imitation.bc as bc
+
+    real_loss, calls = bc.flow_matching_loss, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            monkeypatch.setattr(bc, "flow_matching_loss", real_loss)
+            raise KeyboardInterrupt
+        return real_loss(*args, **kwargs)
+
+    monkeypatch.setattr(bc, "flow_matching_loss", interrupted)
+
+
+@pytest.mark.parametrize("cache_frames", [True, False], ids=["cached", "streamed"])
+def test_interrupted_in_the_middle_of_an_epoch_and_resumed_equals_one_run(dataset, tmp_path, monkeypatch,
+                                                                          cache_frames):
+    quick = replace(QUICK, cache_frames=cache_frames)
+    train(dataset, tmp_path / "whole", quick, SMALL)
+    interrupt_at_call(monkeypatch, 24)  # 170 samples, 22 batches an epoch: in the second epoch, between two logs
+    with pytest.raises(KeyboardInterrupt):
+        train(dataset, tmp_path / "parts", quick, SMALL)
+    assert torch.load(tmp_path / "parts" / "last" / "trainer.pt", weights_only=True)["step"] == 23
+    assert train(dataset, tmp_path / "parts", quick, SMALL, resume=True)["steps"] == 40
+    assert losses(tmp_path / "parts") == losses(tmp_path / "whole")
+    a, b = (CompactPolicy.load(tmp_path / name / "last").state_dict() for name in ("whole", "parts"))
+    assert all(torch.equal(a[key], b[key]) for key in a)
     with pytest.raises(RunError, match="other settings"):  # only the step budget may change between sittings
-        train(dataset, out, replace(QUICK, lr=1e-2), SMALL, resume=True)
+        train(dataset, tmp_path / "parts", replace(quick, lr=1e-2), SMALL, resume=True)
 
 
 def test_resuming_a_finished_run_trains_and_decodes_nothing(dataset, tmp_path, monkeypatch):
@@ -83,26 +105,6 @@ def test_bad_inputs(dataset, tmp_path):
     (tmp_path / "full" / "x").write_text("x")
     with pytest.raises(RunError, match="not empty"):
         train(dataset, tmp_path / "full", QUICK, SMALL)
-
-
-def test_ctrl_c_keeps_every_finished_step(dataset, tmp_path, monkeypatch):
-    import chess_sim.imitation.bc as bc
-
-    real_loss, calls = bc.flow_matching_loss, []
-
-    def interrupted(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 8:
-            raise KeyboardInterrupt
-        return real_loss(*args, **kwargs)
-
-    monkeypatch.setattr(bc, "flow_matching_loss", interrupted)
-    out = tmp_path / "run"
-    with pytest.raises(KeyboardInterrupt):
-        train(dataset, out, QUICK, SMALL)
-    assert torch.load(out / "last" / "trainer.pt", weights_only=True)["step"] == 7
-    monkeypatch.setattr(bc, "flow_matching_loss", real_loss)
-    assert train(dataset, out, QUICK, SMALL, resume=True)["steps"] == 40
 
 
 def test_clean_episodes_leave_out_recovery_demonstrations(tmp_path):

@@ -5,7 +5,9 @@ action chunk t .. t+49 (`action_is_pad` marks steps past the episode's end, left
 datasets (demonstrations and DAgger rounds) train as one: their samples are pooled and a new policy normalises
 with their statistics aggregated by LeRobot's `aggregate_stats`.
 Checkpoints: `<out>/last` every `save_every` steps and at the end (policy files + `trainer.pt` with the
-optimizer, scheduler, step and RNG state, so `resume` continues without losing or repeating a step), and
+optimizer, scheduler and step; each step's batch and noise are functions of the seed and the step, see
+`batch_order` and `step_generator`), so `resume` continues without losing or repeating a step and trains exactly
+as an uninterrupted run would, and
 `<out>/best` (highest validation success; a later one wins ties). `<out>/train_log.jsonl`: one line per log
 interval and per validation. Validations are evaluations (`chess_sim.eval`) of the noise-free policy on the
 validation scenes, each kept in `<out>/val/step_XXXXXX`; `<out>/curves.png` (loss and validation success) and
@@ -24,6 +26,7 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from chess_sim import jsonl, runs
@@ -132,33 +135,32 @@ def train(dataset_dirs: Path | list[Path], out: Path, cfg: TrainConfig, policy_c
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=cfg.lr,
                                   weight_decay=cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(cfg))
-    step, best = 0, -1.0
-    generator = torch.Generator().manual_seed(cfg.seed)
+    step, best, losses = 0, -1.0, []
     if continuing:
         state = runs.load_state(out / "last" / STATE_FILE)
         try:
             optimizer.load_state_dict(state["optimizer"])
             scheduler.load_state_dict(state["scheduler"])
             step, best = state["step"], state["best"]
-            generator.set_state(state["generator"])
+            losses = list(state.get("unlogged_losses", []))
         except (KeyError, RuntimeError, ValueError, TypeError) as error:
             raise TrainError(f"{out}/last/{STATE_FILE} does not fit this run ({str(error).splitlines()[0]})") from None
         runs.trim_log(out / "train_log.jsonl", "step", step)
     else:
         out.mkdir(parents=True, exist_ok=True)
         runs.write_args(out / ARGS_FILE, args)
-        _checkpoint(policy, out, optimizer, scheduler, step, best, generator)  # resumable from the first second
+        _checkpoint(policy, out, optimizer, scheduler, step, best, [])  # resumable from the first second
 
     # a finished run resumed (a loop re-running every step) decodes no frames it will not train on
-    batches = _batches(dataset, policy, cfg, generator) if step < cfg.steps else iter(())
+    batches = _batches(dataset, policy, cfg, step) if step < cfg.steps else iter(())
     bar = Progress(cfg.steps - step, "train", unit="steps")
-    losses: list[float] = []
     steps_at_start = step
     progress = _Progress(step, best)
     try:
-        _loop(policy, batches, optimizer, scheduler, generator, cfg, env_cfg, out, progress, losses, bar)
+        _loop(policy, batches, optimizer, scheduler, cfg, env_cfg, out, progress, losses, bar)
     except KeyboardInterrupt:  # keep every finished step: --resume continues from here
-        _checkpoint(policy, out, optimizer, scheduler, progress.step, progress.best, generator)
+        step = progress.step
+        _checkpoint(policy, out, optimizer, scheduler, step, progress.best, unlogged(losses, step, cfg))
         raise
     seconds = bar.close()
     return {"steps": progress.step, "final_loss": losses[-1] if losses else None,
@@ -177,10 +179,11 @@ def _run_defining(args: dict) -> dict:
             "train": {key: value for key, value in args["train"].items() if key not in PROCESS_SETTINGS}}
 
 
-def _batches(dataset, policy, cfg: TrainConfig, generator: torch.Generator):
-    """Endless shuffled training batches: from an in-memory `FrameCache` (compact policy, `cache_frames`; built
-    here, before the first step), or streamed from the videos by LeRobot's loader in spawned, persistent
-    processes (forking a process that already runs torch threads can deadlock)."""
+def _batches(dataset, policy, cfg: TrainConfig, start_step: int):
+    """Endless training batches from `start_step` on, in `batch_order`: from an in-memory `FrameCache` (compact
+    policy, `cache_frames`; built here, before the first step), or streamed from the videos by LeRobot's loader in
+    spawned, persistent processes (forking a process that already runs torch threads can deadlock)."""
+    order = batch_order(len(dataset), cfg.batch_size, cfg.seed, start_step)
     if cfg.cache_frames and isinstance(policy, CompactPolicy):
         from chess_sim.imitation.frame_cache import FrameCache
         from chess_sim.progress import Progress
@@ -188,24 +191,30 @@ def _batches(dataset, policy, cfg: TrainConfig, generator: torch.Generator):
         bar = Progress(len(dataset), "decode frames", unit="samples")
         cache = FrameCache(dataset, policy.config.image_size, cfg.cache_workers, bar=bar)
         bar.close()
-        return _cached(cache, cfg.batch_size, generator)
+        return (cache.batch(torch.as_tensor(indices)) for indices in order)
     loader = torch.utils.data.DataLoader(
-        dataset, batch_size=cfg.batch_size, shuffle=True, drop_last=False, num_workers=cfg.loader_workers,
-        generator=generator, persistent_workers=cfg.loader_workers > 0,
+        dataset, batch_sampler=order, num_workers=cfg.loader_workers, persistent_workers=cfg.loader_workers > 0,
         multiprocessing_context="spawn" if cfg.loader_workers > 0 else None)
-    return _streamed(loader)
+    return iter(loader)
 
 
-def _cached(cache, batch_size: int, generator: torch.Generator):
+def batch_order(samples: int, batch_size: int, seed: int, start_step: int):
+    """The sample indices of every step's batch from `start_step` on, endlessly: epoch e is a permutation drawn
+    from (seed, e) alone, cut into batches (the last one shorter). A pure function of the step, so a resumed run
+    takes the very batches an uninterrupted one would, even from the middle of an epoch."""
+    per_epoch = -(-samples // batch_size)
+    epoch, start = divmod(start_step, per_epoch)
     while True:
-        order = torch.randperm(len(cache), generator=generator)
-        for start in range(0, len(order), batch_size):
-            yield cache.batch(order[start:start + batch_size])
+        permutation = np.random.default_rng([seed, epoch]).permutation(samples)
+        for first in range(start * batch_size, samples, batch_size):
+            yield permutation[first:first + batch_size].tolist()
+        epoch, start = epoch + 1, 0
 
 
-def _streamed(loader):
-    while True:
-        yield from loader
+def step_generator(seed: int, step: int) -> torch.Generator:
+    """The generator of the flow-matching noise and times of step `step` (counted from 0): drawn from (seed, step)
+    alone, so a run interrupted anywhere in a step draws the same on resume."""
+    return torch.Generator().manual_seed(int(np.random.SeedSequence([seed, step]).generate_state(1)[0]))
 
 
 def _policy_class(kind: str):
@@ -224,7 +233,7 @@ class _Progress:
     """Best validation success so far (-1 before any validation)."""
 
 
-def _loop(policy, batches, optimizer, scheduler, generator, cfg: TrainConfig, env_cfg, out: Path,
+def _loop(policy, batches, optimizer, scheduler, cfg: TrainConfig, env_cfg, out: Path,
           progress: _Progress, losses: list, bar) -> None:
     """The optimisation loop from `progress.step` to `cfg.steps`, updating `progress` as it goes."""
     step, best = progress.step, progress.best
@@ -232,6 +241,7 @@ def _loop(policy, batches, optimizer, scheduler, generator, cfg: TrainConfig, en
     while step < cfg.steps:
         batch = next(batches)
         actions = policy.normalizer.normalize_action(batch["action"])
+        generator = step_generator(cfg.seed, step)
         noise = torch.randn(*actions.shape[:2], policy.chain_dim, generator=generator)
         t = flow_times(actions.shape[0], cfg.time_beta, generator)
         loss = flow_matching_loss(policy, policy.encode(batch), actions.to(device), noise.to(device),
@@ -245,7 +255,7 @@ def _loop(policy, batches, optimizer, scheduler, generator, cfg: TrainConfig, en
         losses.append(loss.item())
         bar.advance(note=f"loss {losses[-1]:.4f}")
         if step % cfg.log_every == 0 or step == cfg.steps:
-            recent = losses[-cfg.log_every:]
+            recent = losses[-(step % cfg.log_every or cfg.log_every):]
             jsonl.append(out / "train_log.jsonl",
                          {"step": step, "loss": sum(recent) / len(recent), "lr": scheduler.get_last_lr()[0]})
         validate = step == cfg.steps or (cfg.val_every and step % cfg.val_every == 0)
@@ -261,7 +271,7 @@ def _loop(policy, batches, optimizer, scheduler, generator, cfg: TrainConfig, en
                 best = line["val_success"]
                 runs.save_checkpoint(out / "best", policy)
         if step % cfg.save_every == 0 or step == cfg.steps:
-            _checkpoint(policy, out, optimizer, scheduler, step, best, generator)
+            _checkpoint(policy, out, optimizer, scheduler, step, best, unlogged(losses, step, cfg))
         progress.step, progress.best = step, best
 
 
@@ -279,7 +289,12 @@ def _validate(policy: FlowPolicy, cfg: TrainConfig, env_cfg: EnvConfig | None, o
     return {"step": step, "val_success": summary["success"], "val_success_ci": summary["success_ci"]}
 
 
-def _checkpoint(policy, out: Path, optimizer, scheduler, step: int, best: float, generator) -> None:
+def unlogged(losses: list[float], step: int, cfg: TrainConfig) -> list[float]:
+    """The losses of the steps after the last log line, which the next line averages with those still to come."""
+    return losses[len(losses) - step % cfg.log_every:] if step % cfg.log_every else []
+
+
+def _checkpoint(policy, out: Path, optimizer, scheduler, step: int, best: float, unlogged_losses: list[float]) -> None:
     runs.save_checkpoint(out / "last", policy, {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                                                "step": step, "best": best, "generator": generator.get_state()},
+                                                "step": step, "best": best, "unlogged_losses": unlogged_losses},
                          STATE_FILE)
