@@ -124,6 +124,29 @@ def test_two_policies_see_the_same_noise_draws(tmp_path):
     assert np.allclose(narrow, 0.5 * chunks[0][7], atol=1e-6)
 
 
+def test_shorter_executed_chunks_decide_more_often(policy_dir, tmp_path):
+    # 2 s episodes = 60 steps: two decisions executing 50 actions each, or six executing 10
+    to_the_limit = EvalConfig(episodes=3, envs=2, early_stop=False)
+    _, rows, _ = evaluate(policy_dir, tmp_path / "open", to_the_limit, ENV)
+    _, closed, _ = evaluate(policy_dir, tmp_path / "closed", replace(to_the_limit, action_steps=10), ENV)
+    assert [row["decisions"] for row in rows if row["seconds"] == 2.0] == [2, 2, 2]
+    assert [row["decisions"] for row in closed if row["seconds"] == 2.0] == [6, 6, 6]
+    policy = CompactPolicy.load(policy_dir)  # the policy's own setting, saved with it, does the same
+    policy.set_action_steps(10)
+    policy.save(tmp_path / "closed_policy")
+    evaluate(tmp_path / "closed_policy", tmp_path / "own", to_the_limit, ENV)
+    assert (tmp_path / "own" / "episodes.csv").read_bytes() == (tmp_path / "closed" / "episodes.csv").read_bytes()
+
+
+def test_action_steps_beyond_the_chunk_or_for_the_expert_are_refused(policy_dir, tmp_path):
+    with pytest.raises(EvalError, match="give 50 actions"):
+        evaluate(policy_dir, tmp_path / "long", EvalConfig(episodes=1, envs=1, action_steps=51), ENV)
+    with pytest.raises(EvalError, match="scripted expert"):
+        evaluate("expert", tmp_path / "expert", EvalConfig(episodes=1, envs=1, action_steps=10), ENV)
+    with pytest.raises(ValueError, match="exceeds the chunk"):
+        CompactPolicy.load(policy_dir).set_action_steps(51)
+
+
 def test_a_lerobot_policy_is_evaluated_the_same_whatever_the_number_of_simulators(tiny_act_dir, tmp_path):
     files = []
     for envs in (1, 3):

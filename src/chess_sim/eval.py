@@ -4,7 +4,8 @@ Episodes run in parallel simulators (`VecChessEnv`); at every round the policy d
 episodes in one batch. Each episode owns a torch generator seeded with its scene's `torch_seed`, from which
 every decision draws x_0 (B=1, T, C; scaled by `start_spread`) and, with `noise`, the chain's step noise
 (1, K, T, C), in that order: two policies evaluated on the same scenes see the same draws (a paired comparison),
-whatever the schedule.
+whatever the schedule. A decision executes the first `action_steps` actions of its chunk (the policy's own, or
+`cfg.action_steps`), then the policy decides again.
 
 Output folder: `summary.json` (summary keys with Wilson 95% intervals), `episodes.csv` (one row per scene, in
 index order), `videos/episode_XXXX.mp4` (the first K episodes) and `eval_args.json`. Both result files are
@@ -89,6 +90,7 @@ def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: boo
     if (cfg.noise is not None or cfg.start_spread != 1.0) and isinstance(policy, LeRobotPolicy):
         raise EvalError("--noise and --start-spread act on the chess-sim flow policies' chain; this policy has no "
                         "such chain")
+    _check_action_steps(policy, cfg)
     rows = _prepare_out(out, arguments, resume)
     torch_threads = torch.get_num_threads()
     todo = [i for i in range(cfg.episodes) if i not in rows]
@@ -118,6 +120,16 @@ def validate(policy, directory: Path, cfg: EvalConfig, env_cfg: EnvConfig, label
     shutil.rmtree(directory, ignore_errors=True)
     summary, _, _ = evaluate(policy, directory, cfg, env_cfg, label=label, backend=backend)
     return summary
+
+
+def _check_action_steps(policy, cfg: EvalConfig) -> None:
+    if not cfg.action_steps:
+        return
+    if policy == EXPERT:
+        raise EvalError("--action-steps acts on a policy's chunks; the scripted expert decides at every step")
+    most = policy.action_steps if isinstance(policy, LeRobotPolicy) else policy.chunk
+    if cfg.action_steps > most:
+        raise EvalError(f"--action-steps {cfg.action_steps}: this policy's decisions give {most} actions")
 
 
 def _open_policy(policy_dir):
@@ -243,7 +255,7 @@ def _finish(episode: _Episode, info: dict, control_hz: int) -> dict:
 
 
 def _decide(policy, active: dict[int, _Episode], cfg: EvalConfig) -> dict[int, np.ndarray]:
-    """One decision for every running episode, in one policy batch: {worker: chunk (T, 6) in SO-101 units}."""
+    """One decision for every running episode, in one policy batch: {worker: actions (S, 6) in SO-101 units}."""
     workers = sorted(active)
     episodes = [active[worker] for worker in workers]
     chunks = decide(policy, [e.observation for e in episodes], [e.info["instruction"] for e in episodes],
@@ -254,14 +266,15 @@ def _decide(policy, active: dict[int, _Episode], cfg: EvalConfig) -> dict[int, n
 @torch.no_grad()
 def decide(policy, observations: list[dict], instructions: list[str], generators: list[torch.Generator],
            cfg: EvalConfig) -> np.ndarray:
-    """The evaluation protocol's decision for B observations (env format) in one policy batch: chunks (B, T, 6) in
-    SO-101 units. Each row draws its x_0 (scaled by `cfg.start_spread`) and, with `cfg.noise`, its chain noise from
-    its own generator (see the module docstring)."""
+    """The evaluation protocol's decision for B observations (env format) in one policy batch: the actions to
+    execute (B, S, 6) in SO-101 units, S = `cfg.action_steps` or the policy's own. Each row draws its x_0 (scaled by
+    `cfg.start_spread`) and, with `cfg.noise`, its chain noise from its own generator (see the module docstring)."""
     from chess_sim.policy.base import chunk_actions, noise_schedule, observation_batch, pad_rows, sample_chain
 
     batch = observation_batch(observations, instructions)
+    executed = cfg.action_steps or policy.action_steps
     if isinstance(policy, LeRobotPolicy):
-        return policy.act(batch, generators)
+        return policy.act(batch, generators)[:, :executed]
     shape = (1, policy.chunk, policy.chain_dim)
     x0, noise = [], []
     for generator in generators:
@@ -271,4 +284,4 @@ def decide(policy, observations: list[dict], instructions: list[str], generators
     sigmas = noise_schedule(*cfg.noise, policy.steps) if cfg.noise is not None else None
     chain = sample_chain(policy, policy.encode(pad_rows(batch)), pad_rows(torch.cat(x0)), sigmas,
                          pad_rows(torch.cat(noise)) if noise else None)
-    return chunk_actions(policy, chain[:, -1]).numpy()
+    return chunk_actions(policy, chain[:, -1])[:, :executed].numpy()

@@ -93,6 +93,20 @@ def test_sampler_matches_lerobots_own_within_1e5(policy):
     assert torch.allclose(ours, theirs, atol=1e-5, rtol=0)
 
 
+def test_the_executed_actions_are_lerobots_n_action_steps_and_saved(policy, tmp_path):
+    from lerobot.policies.smolvla.modeling_smolvla import SmolVLAPolicy
+
+    policy.save(tmp_path / "open")
+    closed = load_policy(tmp_path / "open")
+    assert closed.action_steps == 50
+    closed.set_action_steps(10)
+    closed.save(tmp_path / "closed")
+    assert load_policy(tmp_path / "closed").action_steps == 10
+    assert SmolVLAPolicy.from_pretrained(tmp_path / "closed").config.n_action_steps == 10
+    with pytest.raises(ValueError, match="within 1..50"):
+        closed.set_action_steps(0)
+
+
 @torch.no_grad()
 def test_save_load_round_trip_is_bit_exact_and_lerobot_reads_it(policy, tmp_path):
     from lerobot.policies.factory import make_pre_post_processors

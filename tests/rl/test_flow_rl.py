@@ -107,6 +107,23 @@ def test_an_update_moves_the_policy_and_reports_its_statistics(model):
     assert float((new - old).abs().max()) > 1e-4
 
 
+def test_a_policy_executing_part_of_its_chunk_learns_from_that_part_alone(model):
+    model.policy.set_action_steps(10)
+    storage = _storage(model)
+    ignored = copy.deepcopy(storage)  # the same decisions, their unexecuted timesteps' log-probs scrambled
+    for decision in ignored.decisions:
+        decision.log_probs[:, 10:] = torch.randn_like(decision.log_probs[:, 10:]) * 100
+    weights = []
+    for stored in (storage, ignored):
+        trained = copy.deepcopy(model)
+        optimizer = torch.optim.AdamW(trained.parameters(), lr=1e-3)
+        ppo_update(trained, stored, optimizer, PPOConfig(epochs=1, minibatch=2), torch.Generator().manual_seed(0))
+        weights.append(trained.policy.state_dict())
+    assert all(torch.equal(weights[0][key], weights[1][key]) for key in weights[0])
+    moved = model.policy.state_dict()
+    assert any(not torch.equal(moved[key], weights[0][key]) for key in moved)
+
+
 def test_check_tolerance_is_the_rounding_allowance_over_the_smallest_sigma(model):
     assert log_prob_tolerance(model) == pytest.approx(1e-5 / 0.002)
     assert log_prob_tolerance(FlowRL(model.policy, NoiseConfig(sigma_end=0.02))) == pytest.approx(1e-5 / 0.02)

@@ -55,6 +55,13 @@ def test_a_run_logs_every_iteration_and_writes_its_checkpoints(full_run):
     assert torch.load(full_run / "last" / "rl_state.pt", weights_only=True)["next_index"] == 3 * CFG.run.episodes
 
 
+def test_a_run_executing_part_of_each_chunk_saves_its_policies_so(policy_dir, tmp_path):
+    run(policy_dir, tmp_path / "run", replace_fields(CFG, iterations=1, action_steps=10), ENV)
+    for name in ("last", "best"):
+        assert CompactPolicy.load(tmp_path / "run" / name).action_steps == 10
+    assert CompactPolicy.load(policy_dir).action_steps == 50
+
+
 def test_the_optimizer_trains_a_learned_noise_size(policy_dir):
     model, optimizer = rl_train.build(policy_dir, replace_fields(CFG, learn_sigma=True, sigma_lr=0.5))
     group = next(g for g in optimizer.param_groups if any(p is model.log_sigma for p in g["params"]))

@@ -77,7 +77,9 @@ class CompactConfig:
     heads: int = 4
     """Attention heads."""
     chunk: int = CHUNK
-    """T: control steps per decision."""
+    """T: actions per decision's chunk."""
+    action_steps: int = CHUNK
+    """Actions of each chunk executed before the policy decides again (1..chunk; fewer: closed loop)."""
     action_dim: int = ACTION_DIM
     """A: joints."""
     steps: int = DENOISE_STEPS
@@ -90,6 +92,7 @@ class CompactConfig:
                     f"{item.name} must be an integer, got {value!r}")
         at_least(self, 1, *(item.name for item in fields(self)))
         require(self.width % self.heads == 0, f"width {self.width} is not a multiple of heads {self.heads}")
+        require(self.action_steps <= self.chunk, f"action_steps {self.action_steps} exceeds the chunk {self.chunk}")
 
 
 @dataclass(frozen=True)
@@ -164,6 +167,9 @@ class EvalConfig:
     """Scales every start draw: x_0 = mean + std * s * draw under the policy's start distribution, a hand-set
     temperature on top of it (1: as the policy samples). The draws themselves stay those of the scene, so
     evaluations at different spreads are paired."""
+    action_steps: int = 0
+    """Actions of each chunk executed before the policy decides again; 0: as many as the policy's own
+    `action_steps` says (saved with it). Fewer than the chunk: closed loop, deciding more often."""
     check_expert: bool = False
     """Also run the scripted expert on a copy of each scene's start, to mark scenes it cannot solve."""
     early_stop: bool = True
@@ -172,7 +178,7 @@ class EvalConfig:
 
     def __post_init__(self):
         at_least(self, 1, "episodes", "envs")
-        at_least(self, 0, "videos")
+        at_least(self, 0, "videos", "action_steps")
         require(self.start_spread > 0, f"start_spread must be positive, got {self.start_spread}")
         require(self.noise is None or (len(self.noise) == 2 and min(self.noise) > 0),
                  f"noise must be two positive sizes (start, end), got {self.noise}")
@@ -218,11 +224,14 @@ class RunConfig:
     """Episodes of the final validation kept as videos for the run's report (`report.html`)."""
     tensorboard: bool = False
     """Also log every iteration's scalars for TensorBoard (`OUT/tensorboard/`)."""
+    action_steps: int = 0
+    """Actions of each chunk executed before the policy decides again, in rollouts and validations, and saved with
+    the run's policies; 0: as many as the policy's own `action_steps` says."""
 
     def __post_init__(self):
         at_least(self, 1, "iterations", "episodes", "envs", "val_episodes", "val_every", "save_every",
                   "torch_threads")
-        at_least(self, 0, "minutes", "report_videos")
+        at_least(self, 0, "minutes", "report_videos", "action_steps")
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,9 @@ class FlowPolicy(Protocol):
     """What FlowRL, evaluation and training need from a policy; nothing downstream branches on the model."""
 
     chunk: int
+    action_steps: int
+    """Actions of each chunk a decision executes before the policy decides again (1..chunk; fewer than `chunk`:
+    closed loop). Saved with the policy; `set_action_steps` changes it."""
     action_dim: int
     chain_dim: int
     steps: int
@@ -52,6 +55,9 @@ class FlowPolicy(Protocol):
         """The chain's start x_0 ~ N(mean, std^2), mean and std broadcastable to (B, T, C): N(0, I)
         (`standard_start`) unless the policy carries a learned start (`policy/start.py`); a standard-normal draw d
         starts the chain at mean + std * d (`start_of`)."""
+
+    def set_action_steps(self, steps: int) -> None:
+        """Execute `steps` actions per decision from now on (and in the saved policy); ValueError outside 1..chunk."""
 
     def save(self, directory) -> None:
         """Write the policy so that `policy.loading.load_policy(directory)` restores it bit-exactly."""

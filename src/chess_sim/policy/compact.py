@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -152,6 +152,13 @@ class CompactPolicy(nn.Module):
 
     def start_distribution(self, prefix: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         return standard_start(prefix["tokens"].device)
+
+    @property
+    def action_steps(self) -> int:
+        return self.config.action_steps
+
+    def set_action_steps(self, steps: int) -> None:
+        self.config = replace(self.config, action_steps=steps)
 
     # ------------------------------------------------------------------ files
     def save(self, directory) -> None:

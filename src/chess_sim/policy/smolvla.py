@@ -70,7 +70,8 @@ def _adapt(config):
     config = copy.deepcopy(config)
     config.input_features, config.output_features = input_features(config.resize_imgs_with_padding[0])
     config.pad_language_to = "max_length"
-    config.n_action_steps = CHUNK
+    if not 1 <= config.n_action_steps <= CHUNK:
+        raise ValueError(f"SmolVLA n_action_steps is {config.n_action_steps}; it must be within 1..{CHUNK}")
     return config
 
 
@@ -97,6 +98,16 @@ class SmolVLAFlowPolicy(nn.Module):
         return cls(SmolVLAPolicy(config).to(config.device), normalizer)
 
     # ------------------------------------------------------------------ FlowPolicy
+    @property
+    def action_steps(self) -> int:
+        """LeRobot's `n_action_steps`, which its own `select_action` executes too."""
+        return self.lerobot.config.n_action_steps
+
+    def set_action_steps(self, steps: int) -> None:
+        if not 1 <= steps <= self.chunk:
+            raise ValueError(f"action_steps must be within 1..{self.chunk}, got {steps}")
+        self.lerobot.config.n_action_steps = steps
+
     @property
     def device(self) -> torch.device:
         return self.lerobot.model.action_out_proj.weight.device

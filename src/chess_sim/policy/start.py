@@ -68,6 +68,13 @@ class SteeredPolicy(nn.Module):
         self.image_size = base.image_size
         self.normalizer = base.normalizer
 
+    @property
+    def action_steps(self) -> int:
+        return self.base.action_steps
+
+    def set_action_steps(self, steps: int) -> None:
+        self.base.set_action_steps(steps)
+
     def encode(self, batch: dict[str, Any]) -> Any:
         return self.base.encode(batch)
 

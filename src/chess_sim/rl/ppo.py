@@ -13,6 +13,8 @@ and PPO learns nothing. As tokens in language-model PPO, every element (step x t
 the flow surrogate draw x timestep x joint, see `rl/flow_rl.py`) has its own clipped ratio (`ratio="element"`);
 `"step"` and `"chunk"` are offered for comparison. With spread exploration, each decision's
 drawn log-spread adds its own clipped term, averaged on its own and added to the chain's.
+A policy that executes fewer actions than its chunk (`action_steps`) is scored on the executed timesteps only:
+the rest of the chunk never reaches the environment, so its elements would add noise and no signal.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: PP
     if not cfg.push_away:
         normalized = normalized.clamp_min(0.0)
     n = len(storage)
+    executed = model.policy.action_steps
     stats: dict[str, list[float]] = {key: [] for key in ("pg_loss", "v_loss", "approx_kl", "clipfrac", "clip_active",
                                                          "grad_norm", "spread_kl", "spread_clipfrac")}
     epochs_done, kl_stop = 0, False
@@ -117,6 +120,7 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: PP
             log_probs, value = model.evaluate(chain, prefix, state, drawn, transitions=fixed,
                                               flow=storage.flow_draws(index))
             v_loss = 0.5 * ((value - storage.returns[index]) ** 2).mean()
+            log_probs, old_log_probs = log_probs[:, :, :executed], old_log_probs[:, :, :executed]
             policy_terms = clipped_policy_loss(log_ratio(log_probs, old_log_probs, cfg.ratio), normalized[index],
                                                cfg.clip)
             pg_loss = policy_terms["pg_loss"]

@@ -70,7 +70,7 @@ class RolloutDriver:
         padded = (lambda tensor: None if tensor is None else pad_rows(tensor))
         sample = self.model.sample(pad_rows(batch), pad_rows(x0), padded(noise), padded(spread_draw),
                                    None if draws is None else tuple(map(pad_rows, draws)))
-        chunks = self.model.actions(sample.chain).numpy()
+        chunks = self.model.actions(sample.chain)[:, :policy.action_steps].numpy()
         self.parts["prep"] += prepared - began
         self.parts["sample"] += time.perf_counter() - prepared
         prefixes = split_prefix(sample.prefix, size)

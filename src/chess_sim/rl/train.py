@@ -53,6 +53,8 @@ def build(policy_dir: Path, cfg: RLConfig) -> tuple[FlowRL, torch.optim.Optimize
 
     try:
         policy = load_policy(policy_dir)
+        if cfg.run.action_steps:
+            policy.set_action_steps(cfg.run.action_steps)
         torch.manual_seed(cfg.run.seed)
         prefix_dtype = torch.float32 if policy.chain_dim == policy.action_dim else torch.bfloat16
         model = FlowRL(policy, cfg.noise, cfg.start, prefix_dtype=prefix_dtype, likelihood=cfg.ppo.likelihood,
