@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from chess_sim.cli import main
-from chess_sim.report.compare import compare
+from chess_sim.report.compare import CompareError, compare, compare_many
 from chess_sim.config import CameraConfig, CompactConfig, EvalConfig, profile
 from chess_sim.eval import EvalError, _decide, _Episode, evaluate
 from chess_sim.policy.base import Normalizer
@@ -205,6 +205,8 @@ def test_compare_counts_discordant_pairs(policy_dir, first_run, tmp_path):
     result = compare(out, other)
     assert result["episodes"] == 3 and len(result["changed"]) == 1
     assert result["only_a"] + result["only_b"] == 1 and result["mcnemar_p"] == 1.0
+    with pytest.raises(CompareError, match="no summary.json"):  # a table also reads each summary
+        compare_many([out, other])
 
 
 def test_mcnemar_exact_hand_values():
@@ -242,3 +244,10 @@ def test_cli_expert_eval_and_compare_smoke(tmp_path, capsys):
     result = json.loads((tmp_path / "cmp.json").read_text())
     assert result["episodes"] == 1 and result["changed"] == []
     assert main(["eval", "--compare", str(a), str(tmp_path / "none")]) == 2
+    assert main(["eval", "--compare", str(a)]) == 2
+    capsys.readouterr()
+    assert main(["eval", "--compare", str(a), str(b), str(a), "--json", str(tmp_path / "table.json")]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert len(table) == 5 and "reference" in table[2] and "+0.0, 0 / 0, p = 1" in table[3]
+    rows = json.loads((tmp_path / "table.json").read_text())["rows"]
+    assert [row["evaluation"] for row in rows] == [str(a), str(b), str(a)] and rows[1]["mcnemar_p"] == 1.0

@@ -80,8 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
         "metavar": "START,END"}})
     evaluation.add_argument("--profile", choices=sorted(PROFILES), default="baseline")
     evaluation.add_argument("--resume", action="store_true", help="finish an interrupted evaluation in --out")
-    evaluation.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"),
-                            help="paired comparison of two evaluation folders instead")
+    evaluation.add_argument("--compare", nargs="+", type=Path, metavar="DIR",
+                            help="paired comparison of evaluation folders instead: A B, or more for a table of "
+                                 "each against the first (an ablation)")
     evaluation.add_argument("--json", type=Path, help="write the summary as JSON here")
     cli_args.add_backend(evaluation)
 
@@ -221,19 +222,21 @@ def cmd_train(args: argparse.Namespace) -> dict:
 
 
 def cmd_eval(args: argparse.Namespace) -> dict:
-    from chess_sim.report.compare import CompareError, compare, comparison_table
+    from chess_sim.report.compare import CompareError, ablation_table, compare, compare_many, comparison_table
     from chess_sim.eval import EvalError, evaluate
     from chess_sim.report.tables import outcome_table
 
     if args.compare is not None:
+        if len(args.compare) < 2:
+            raise UsageError("--compare needs at least two evaluation folders")
         try:
-            result = compare(*args.compare)
+            result = compare(*args.compare) if len(args.compare) == 2 else compare_many(args.compare)
         except CompareError as error:
             raise UsageError(str(error)) from None
-        print(comparison_table(result))
+        print(comparison_table(result) if len(args.compare) == 2 else ablation_table(result))
         return result
     if args.policy is None or args.out is None:
-        raise UsageError("eval needs --policy DIR|expert and --out DIR (or --compare A B)")
+        raise UsageError("eval needs --policy DIR|expert and --out DIR (or --compare A B [C ...])")
     _check_output_dir(args.out)
     cfg = cli_args.config_from_args(EvalConfig, args, rename=EVAL_FLAGS)
     try:

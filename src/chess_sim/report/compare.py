@@ -1,12 +1,14 @@
-"""Paired comparison of two evaluations of the same scenes (`chess-sim eval --compare A B`).
+"""Paired comparison of evaluations of the same scenes (`chess-sim eval --compare A B [C ...]`).
 
-Both evaluations ran the same scenes with the same x_0 draws, so each scene is a pair of outcomes; the
-difference in success is tested with the exact McNemar test on the discordant pairs.
+The evaluations ran the same scenes with the same x_0 draws, so each scene is a pair of outcomes; the
+difference in success is tested with the exact McNemar test on the discordant pairs. More than two evaluations
+make a table (an ablation): each against the first.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 from chess_sim.report.summary import mcnemar, wilson
@@ -69,4 +71,41 @@ def comparison_table(result: dict, limit: int = 20) -> str:
         lines.append(f"    scene {row['index']:>4}  {row['a']:>9} -> {row['b']:<9} {row['instruction']}")
     if len(result["changed"]) > limit:
         lines.append(f"    ... {len(result['changed']) - limit} more changed outcomes (see --json)")
+    return "\n".join(lines)
+
+
+def compare_many(folders: list[Path]) -> dict:
+    """Each evaluation after the first against the first (`compare`), with its own summary's success by piece and
+    its failure ends: {"reference": first folder, "rows": [one per folder, the first included]}."""
+    reference = Path(folders[0])
+    rows = []
+    for folder in map(Path, folders):
+        summary_path = folder / "summary.json"
+        if not summary_path.is_file():
+            raise CompareError(f"{folder} is not a finished evaluation (no summary.json)")
+        summary = json.loads(summary_path.read_text())
+        row = {"evaluation": str(folder), "episodes": summary["episodes"], "success": summary["success"],
+               "success_ci": summary["success_ci"], "success_pawn": summary["success_pawn"],
+               "success_knight": summary["success_knight"], "ends": summary["ends"]}
+        if folder != reference:
+            paired = compare(reference, folder)
+            row.update({key: paired[key] for key in ("difference", "only_a", "only_b", "mcnemar_p")})
+        rows.append(row)
+    return {"reference": str(reference), "rows": rows}
+
+
+def ablation_table(result: dict) -> str:
+    """A Markdown table of `compare_many`'s result."""
+    def percent(value) -> str:
+        return "-" if value is None else f"{100 * value:.1f}%"
+
+    lines = ["| evaluation | success [Wilson 95%] | pawn | knight | disturbed | toppled | vs the first: points, "
+             "discordant (first / this), McNemar p |", "|---|---|---|---|---|---|---|"]
+    for row in result["rows"]:
+        low, high = row["success_ci"]
+        versus = ("reference" if "difference" not in row else
+                  f"{100 * row['difference']:+.1f}, {row['only_a']} / {row['only_b']}, p = {row['mcnemar_p']:.2g}")
+        lines.append(f"| {row['evaluation']} | {percent(row['success'])} [{100 * low:.1f}, {100 * high:.1f}] | "
+                     f"{percent(row['success_pawn'])} | {percent(row['success_knight'])} | {row['ends']['disturbed']} | "
+                     f"{row['ends']['toppled']} | {versus} |")
     return "\n".join(lines)
