@@ -83,7 +83,8 @@ def main() -> None:
             won = [row["end"] == "success" for row in rows]
             chosen = [i for episode, success in zip(storage.episodes(), won) for i in episode
                       if success or args.chunks == "all"]
-            loss = fit_own_chunks(model, storage, chosen, optimizer, args.epochs, cfg.ppo.minibatch, generator)
+            loss = (fit_own_chunks(model, storage, chosen, optimizer, args.epochs, cfg.ppo.minibatch, generator)
+                    if chosen else None)  # no successful episode: nothing to fit this round
             iterations.append({"iteration": iteration, "success": sum(won) / len(won), "decisions": len(storage),
                                "fitted": len(chosen), "loss": loss})
     model.policy.save(args.out / "policy")

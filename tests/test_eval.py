@@ -207,6 +207,9 @@ def test_compare_counts_discordant_pairs(policy_dir, first_run, tmp_path):
     assert result["only_a"] + result["only_b"] == 1 and result["mcnemar_p"] == 1.0
     with pytest.raises(CompareError, match="no summary.json"):  # a table also reads each summary
         compare_many([out, other])
+    (other / "summary.json").write_text("{oops")
+    with pytest.raises(CompareError, match="not an evaluation summary"):
+        compare_many([out, other])
 
 
 def test_mcnemar_exact_hand_values():

@@ -5,7 +5,8 @@ episodes in one batch. Each episode owns a torch generator seeded with its scene
 every decision draws x_0 (B=1, T, C; scaled by `start_spread`) and, with `noise`, the chain's step noise
 (1, K, T, C), in that order: two policies evaluated on the same scenes see the same draws (a paired comparison),
 whatever the schedule. A decision executes the first `action_steps` actions of its chunk (the policy's own, or
-`cfg.action_steps`), then the policy decides again.
+`cfg.action_steps`), then the policy decides again; evaluations at different `action_steps` draw for different
+decisions, so they are paired by scene only.
 
 Output folder: `summary.json` (summary keys with Wilson 95% intervals), `episodes.csv` (one row per scene, in
 index order), `videos/episode_XXXX.mp4` (the first K episodes) and `eval_args.json`. Both result files are

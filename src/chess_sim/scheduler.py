@@ -25,7 +25,8 @@ class Driver(Protocol):
         """A new episode of scene `index` begins: its per-episode state."""
 
     def decide(self, episodes: dict[int, Any]) -> dict[int, np.ndarray] | None:
-        """{worker: chunk (T, 6)} for every running episode, or None to let the scripted expert drive."""
+        """{worker: actions (S, 6) to execute} for every running episode, or None to let the scripted expert
+        drive."""
 
     def step(self, episode: Any, result) -> bool:
         """Take a chunk's `StepResult`; True when the episode is over."""

@@ -86,6 +86,32 @@ def test_interrupted_in_the_middle_of_an_epoch_and_resumed_equals_one_run(datase
         train(dataset, tmp_path / "parts", replace(quick, lr=1e-2), SMALL, resume=True)
 
 
+def test_interrupted_during_a_validation_and_resumed_equals_one_run(dataset, tmp_path, monkeypatch):
+    import chess_sim.imitation.bc as bc
+
+    short = replace(profile("baseline"), camera=CameraConfig(64, 64), episode_seconds=1.0)
+    quick = replace(QUICK, steps=20, val_every=10, val_episodes=1)
+    train(dataset, tmp_path / "whole", quick, SMALL, env_cfg=short)
+    real, calls = bc._validate, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bc, "_validate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train(dataset, tmp_path / "parts", quick, SMALL, env_cfg=short)
+    assert torch.load(tmp_path / "parts" / "last" / "trainer.pt", weights_only=True)["step"] == 10
+    summary = train(dataset, tmp_path / "parts", quick, SMALL, env_cfg=short, resume=True)  # validates step 10 first
+    assert len(calls) == 3 and summary["steps"] == 20
+    log = [(tmp_path / name / "train_log.jsonl").read_text() for name in ("whole", "parts")]
+    assert log[0] == log[1]
+    a, b = (CompactPolicy.load(tmp_path / name / "last").state_dict() for name in ("whole", "parts"))
+    assert all(torch.equal(a[key], b[key]) for key in a)
+
+
 def test_resuming_a_finished_run_trains_and_decodes_nothing(dataset, tmp_path, monkeypatch):
     out = tmp_path / "run"
     train(dataset, out, QUICK, SMALL)

@@ -110,9 +110,12 @@ def test_an_update_moves_the_policy_and_reports_its_statistics(model):
 def test_a_policy_executing_part_of_its_chunk_learns_from_that_part_alone(model):
     model.policy.set_action_steps(10)
     storage = _storage(model)
-    ignored = copy.deepcopy(storage)  # the same decisions, their unexecuted timesteps' log-probs scrambled
+    assert model.scored_mask(SMALL.steps).sum() == SMALL.steps * 50 - 40  # the last transition's last 40 steps
+    flow = FlowRL(model.policy, likelihood="flow")  # every flow draw scores the chunk itself: 10 steps each
+    assert flow.scored_mask(4).sum(dim=(1, 2)).tolist() == [10] * 4
+    ignored = copy.deepcopy(storage)  # the same decisions, the last transition's unexecuted log-probs scrambled
     for decision in ignored.decisions:
-        decision.log_probs[:, 10:] = torch.randn_like(decision.log_probs[:, 10:]) * 100
+        decision.log_probs[-1, 10:] = torch.randn_like(decision.log_probs[-1, 10:]) * 100
     weights = []
     for stored in (storage, ignored):
         trained = copy.deepcopy(model)
@@ -122,6 +125,13 @@ def test_a_policy_executing_part_of_its_chunk_learns_from_that_part_alone(model)
     assert all(torch.equal(weights[0][key], weights[1][key]) for key in weights[0])
     moved = model.policy.state_dict()
     assert any(not torch.equal(moved[key], weights[0][key]) for key in moved)
+    earlier = copy.deepcopy(storage)  # an earlier transition's unexecuted elements shape the executed actions
+    for decision in earlier.decisions:
+        decision.log_probs[0, 10:] += 1.0
+    trained = copy.deepcopy(model)
+    ppo_update(trained, earlier, torch.optim.AdamW(trained.parameters(), lr=1e-3), PPOConfig(epochs=1, minibatch=2),
+               torch.Generator().manual_seed(0))
+    assert any(not torch.equal(weights[0][key], value) for key, value in trained.policy.state_dict().items())
 
 
 def test_check_tolerance_is_the_rounding_allowance_over_the_smallest_sigma(model):

@@ -55,6 +55,14 @@ def test_ratio_modes_sum_the_right_dimensions():
         log_ratio(new, old, "token")
 
 
+def test_a_scored_mask_keeps_only_its_elements():
+    new, old = torch.arange(24.0).view(1, 2, 3, 4), torch.zeros(1, 2, 3, 4)
+    scored = torch.tensor([[True, True, True], [True, False, False]])[:, :, None]
+    assert log_ratio(new, old, "element", scored).tolist() == [list(range(16))]
+    assert log_ratio(new, old, "step", scored).tolist() == [[66.0, 54.0]]  # 0..11, then 12..15
+    assert log_ratio(new, old, "chunk", scored).tolist() == [120.0]
+
+
 def test_approx_kl_is_zero_at_ratio_one_and_positive_otherwise():
     assert float(approx_kl(torch.zeros(10))) == 0.0
     assert float(approx_kl(torch.tensor([0.1, -0.1]))) == pytest.approx(((math.exp(0.1) - 1.1) + (math.exp(-0.1) - 0.9)) / 2, rel=1e-4)

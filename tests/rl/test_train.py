@@ -55,11 +55,14 @@ def test_a_run_logs_every_iteration_and_writes_its_checkpoints(full_run):
     assert torch.load(full_run / "last" / "rl_state.pt", weights_only=True)["next_index"] == 3 * CFG.run.episodes
 
 
-def test_a_run_executing_part_of_each_chunk_saves_its_policies_so(policy_dir, tmp_path):
+def test_a_run_executing_part_of_each_chunk_decides_more_often_and_saves_its_policies_so(policy_dir, full_run,
+                                                                                         tmp_path):
     run(policy_dir, tmp_path / "run", replace_fields(CFG, iterations=1, action_steps=10), ENV)
     for name in ("last", "best"):
         assert CompactPolicy.load(tmp_path / "run" / name).action_steps == 10
     assert CompactPolicy.load(policy_dir).action_steps == 50
+    # the same scenes and draws: 2 s episodes take 2 decisions of 50 actions, or up to 6 of 10
+    assert lines(tmp_path / "run")[1]["decisions"] > lines(full_run)[1]["decisions"]
 
 
 def test_the_optimizer_trains_a_learned_noise_size(policy_dir):

@@ -51,7 +51,8 @@ class DaggerConfig:
     round: int = 1
     """DAgger round, written to every episode's provenance (`meta/chess_sim.json`)."""
     branch_every: int = 1
-    """The expert takes over at every N-th decision of the policy (1: before each executed chunk)."""
+    """The expert takes over at every N-th decision of the policy (1: before each executed chunk; counted in
+    decisions, so a policy executing fewer actions per decision is branched from more often in time)."""
     branch_steps: int = 100
     """Control steps the expert runs per takeover (fewer when its episode ends first): two chunks of expert
     commands from the policy's state."""
@@ -78,8 +79,9 @@ class CompactConfig:
     """Attention heads."""
     chunk: int = CHUNK
     """T: actions per decision's chunk."""
-    action_steps: int = CHUNK
-    """Actions of each chunk executed before the policy decides again (1..chunk; fewer: closed loop)."""
+    action_steps: int = 0
+    """Actions of each chunk executed before the policy decides again (1..chunk; fewer: closed loop); 0: the
+    whole chunk."""
     action_dim: int = ACTION_DIM
     """A: joints."""
     steps: int = DENOISE_STEPS
@@ -90,7 +92,8 @@ class CompactConfig:
             value = getattr(self, item.name)
             require(isinstance(value, int) and not isinstance(value, bool),
                     f"{item.name} must be an integer, got {value!r}")
-        at_least(self, 1, *(item.name for item in fields(self)))
+        at_least(self, 1, *(item.name for item in fields(self) if item.name != "action_steps"))
+        at_least(self, 0, "action_steps")
         require(self.width % self.heads == 0, f"width {self.width} is not a multiple of heads {self.heads}")
         require(self.action_steps <= self.chunk, f"action_steps {self.action_steps} exceeds the chunk {self.chunk}")
 
@@ -226,7 +229,8 @@ class RunConfig:
     """Also log every iteration's scalars for TensorBoard (`OUT/tensorboard/`)."""
     action_steps: int = 0
     """Actions of each chunk executed before the policy decides again, in rollouts and validations, and saved with
-    the run's policies; 0: as many as the policy's own `action_steps` says."""
+    the run's policies; 0: as many as the policy's own `action_steps` says. `gamma` and `lam` stay per decision,
+    so fewer actions per decision shorten their horizon in time."""
 
     def __post_init__(self):
         at_least(self, 1, "iterations", "episodes", "envs", "val_episodes", "val_every", "save_every",

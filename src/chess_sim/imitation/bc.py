@@ -157,13 +157,16 @@ def train(dataset_dirs: Path | list[Path], out: Path, cfg: TrainConfig, policy_c
     steps_at_start = step
     progress = _Progress(step, best)
     try:
+        if continuing and _missing_validation(out, step, cfg):
+            progress.best = _validation(policy, cfg, env_cfg, out, step, best, bar)
         _loop(policy, batches, optimizer, scheduler, cfg, env_cfg, out, progress, losses, bar)
     except KeyboardInterrupt:  # keep every finished step: --resume continues from here
         step = progress.step
         _checkpoint(policy, out, optimizer, scheduler, step, progress.best, unlogged(losses, step, cfg))
         raise
     seconds = bar.close()
-    return {"steps": progress.step, "final_loss": losses[-1] if losses else None,
+    trained = progress.step > steps_at_start
+    return {"steps": progress.step, "final_loss": losses[-1] if trained else None,
             "best_val_success": progress.best if progress.best >= 0 else None,
             "steps_per_s": (progress.step - steps_at_start) / seconds if seconds else None, "out": str(out)}
 
@@ -236,7 +239,7 @@ class _Progress:
 def _loop(policy, batches, optimizer, scheduler, cfg: TrainConfig, env_cfg, out: Path,
           progress: _Progress, losses: list, bar) -> None:
     """The optimisation loop from `progress.step` to `cfg.steps`, updating `progress` as it goes."""
-    step, best = progress.step, progress.best
+    step = progress.step
     device = next(policy.parameters()).device
     while step < cfg.steps:
         batch = next(batches)
@@ -253,26 +256,42 @@ def _loop(policy, batches, optimizer, scheduler, cfg: TrainConfig, env_cfg, out:
         scheduler.step()
         step += 1
         losses.append(loss.item())
-        bar.advance(note=f"loss {losses[-1]:.4f}")
         if step % cfg.log_every == 0 or step == cfg.steps:
             recent = losses[-(step % cfg.log_every or cfg.log_every):]
             jsonl.append(out / "train_log.jsonl",
                          {"step": step, "loss": sum(recent) / len(recent), "lr": scheduler.get_last_lr()[0]})
-        validate = step == cfg.steps or (cfg.val_every and step % cfg.val_every == 0)
-        if validate and cfg.val_episodes > 0:
-            line = _validate(policy, cfg, env_cfg, out, step)
-            jsonl.append(out / "train_log.jsonl", line)
-            bar.line(f"step {step}: validation success {100 * line['val_success']:.1f}% "
-                  f"[{100 * line['val_success_ci'][0]:.0f}, {100 * line['val_success_ci'][1]:.0f}]")
-            from chess_sim.report import plots
-
-            runs.redraw(out, plots.train_figure(jsonl.read(out / "train_log.jsonl")))
-            if line["val_success"] >= best:
-                best = line["val_success"]
-                runs.save_checkpoint(out / "best", policy)
+        progress.step = step  # from here on, a Ctrl-C checkpoints this step as finished
+        bar.advance(note=f"loss {losses[-1]:.4f}")
+        if _validation_due(step, cfg):
+            progress.best = _validation(policy, cfg, env_cfg, out, step, progress.best, bar)
         if step % cfg.save_every == 0 or step == cfg.steps:
-            _checkpoint(policy, out, optimizer, scheduler, step, best, unlogged(losses, step, cfg))
-        progress.step, progress.best = step, best
+            _checkpoint(policy, out, optimizer, scheduler, step, progress.best, unlogged(losses, step, cfg))
+
+
+def _validation_due(step: int, cfg: TrainConfig) -> bool:
+    return cfg.val_episodes > 0 and (step == cfg.steps or bool(cfg.val_every and step % cfg.val_every == 0))
+
+
+def _missing_validation(out: Path, step: int, cfg: TrainConfig) -> bool:
+    """A validation due at `step` that the log lacks: a run stopped during it, after the step was checkpointed."""
+    return _validation_due(step, cfg) and not any(
+        line.get("step") == step and "val_success" in line for line in jsonl.read(out / "train_log.jsonl"))
+
+
+def _validation(policy: FlowPolicy, cfg: TrainConfig, env_cfg: EnvConfig | None, out: Path, step: int, best: float,
+                bar) -> float:
+    """Validate at `step`: log it, redraw the curves, keep `best`; returns the best validation success so far."""
+    from chess_sim.report import plots
+
+    line = _validate(policy, cfg, env_cfg, out, step)
+    jsonl.append(out / "train_log.jsonl", line)
+    bar.line(f"step {step}: validation success {100 * line['val_success']:.1f}% "
+             f"[{100 * line['val_success_ci'][0]:.0f}, {100 * line['val_success_ci'][1]:.0f}]")
+    runs.redraw(out, plots.train_figure(jsonl.read(out / "train_log.jsonl")))
+    if line["val_success"] < best:
+        return best
+    runs.save_checkpoint(out / "best", policy)
+    return line["val_success"]
 
 
 def _validate(policy: FlowPolicy, cfg: TrainConfig, env_cfg: EnvConfig | None, out: Path, step: int) -> dict:
@@ -291,7 +310,7 @@ def _validate(policy: FlowPolicy, cfg: TrainConfig, env_cfg: EnvConfig | None, o
 
 def unlogged(losses: list[float], step: int, cfg: TrainConfig) -> list[float]:
     """The losses of the steps after the last log line, which the next line averages with those still to come."""
-    return losses[len(losses) - step % cfg.log_every:] if step % cfg.log_every else []
+    return losses[max(0, len(losses) - step % cfg.log_every):] if step % cfg.log_every else []
 
 
 def _checkpoint(policy, out: Path, optimizer, scheduler, step: int, best: float, unlogged_losses: list[float]) -> None:

@@ -155,9 +155,11 @@ class CompactPolicy(nn.Module):
 
     @property
     def action_steps(self) -> int:
-        return self.config.action_steps
+        return self.config.action_steps or self.chunk
 
     def set_action_steps(self, steps: int) -> None:
+        if steps < 1:
+            raise ValueError(f"action_steps must be within 1..{self.chunk}, got {steps}")
         self.config = replace(self.config, action_steps=steps)
 
     # ------------------------------------------------------------------ files

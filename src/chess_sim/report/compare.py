@@ -83,10 +83,13 @@ def compare_many(folders: list[Path]) -> dict:
         summary_path = folder / "summary.json"
         if not summary_path.is_file():
             raise CompareError(f"{folder} is not a finished evaluation (no summary.json)")
-        summary = json.loads(summary_path.read_text())
-        row = {"evaluation": str(folder), "episodes": summary["episodes"], "success": summary["success"],
-               "success_ci": summary["success_ci"], "success_pawn": summary["success_pawn"],
-               "success_knight": summary["success_knight"], "ends": summary["ends"]}
+        try:
+            summary = json.loads(summary_path.read_text())
+            row = {"evaluation": str(folder), "episodes": summary["episodes"], "success": summary["success"],
+                   "success_ci": summary["success_ci"], "success_pawn": summary["success_pawn"],
+                   "success_knight": summary["success_knight"], "ends": summary["ends"]}
+        except (ValueError, KeyError, TypeError) as error:
+            raise CompareError(f"{summary_path} is not an evaluation summary ({error!r})") from None
         if folder != reference:
             paired = compare(reference, folder)
             row.update({key: paired[key] for key in ("difference", "only_a", "only_b", "mcnemar_p")})

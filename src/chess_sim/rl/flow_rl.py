@@ -124,6 +124,22 @@ class FlowRL(nn.Module):
             sets.update(start_spread=[self.start.log_std], spread_head=list(self.start.head.parameters()))
         return sets
 
+    def scored_mask(self, rows: int) -> torch.Tensor | None:
+        """(R, T, 1) bool over a decision's log-prob rows (R chain rows, x_0's first with a learned start, or M flow
+        draws): the elements whose score PPO counts; None when all count. A policy executing fewer actions than its
+        chunk leaves out the unexecuted timesteps of what reaches the environment: the chain's last transition
+        (earlier transitions shape the executed actions through the velocity network), or every draw of the flow
+        surrogate, which scores the chunk itself."""
+        executed, chunk = self.policy.action_steps, self.policy.chunk
+        if executed == chunk:
+            return None
+        scored = torch.ones(rows, chunk, 1, dtype=torch.bool)
+        if self.likelihood == "flow":
+            scored[:, executed:] = False
+        else:
+            scored[-1, executed:] = False
+        return scored
+
     @property
     def explores_spread(self) -> bool:
         return self.spread_noise > 0

@@ -13,8 +13,9 @@ and PPO learns nothing. As tokens in language-model PPO, every element (step x t
 the flow surrogate draw x timestep x joint, see `rl/flow_rl.py`) has its own clipped ratio (`ratio="element"`);
 `"step"` and `"chunk"` are offered for comparison. With spread exploration, each decision's
 drawn log-spread adds its own clipped term, averaged on its own and added to the chain's.
-A policy that executes fewer actions than its chunk (`action_steps`) is scored on the executed timesteps only:
-the rest of the chunk never reaches the environment, so its elements would add noise and no signal.
+A policy that executes fewer actions than its chunk (`action_steps`) leaves out the elements that never reach the
+environment (`FlowRL.scored_mask`): the unexecuted timesteps of the chain's last transition (earlier ones shape
+the executed actions through the velocity network) or, under the flow surrogate, of the chunk.
 """
 
 from __future__ import annotations
@@ -42,9 +43,15 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor, 
     return advantages, advantages + values
 
 
-def log_ratio(new: torch.Tensor, old: torch.Tensor, mode: str) -> torch.Tensor:
+def log_ratio(new: torch.Tensor, old: torch.Tensor, mode: str, scored: torch.Tensor | None = None) -> torch.Tensor:
     """Log ratios from per-element log-probs (B, R, T, C) (chain) or (B, M, T, A) (flow surrogate): per element,
-    per row (B, R) or per chunk (B,)."""
+    per row (B, R) or per chunk (B,). `scored` (R, T, 1) bool, when given, keeps only those elements: per element
+    (B, N) for the N scored ones, or summed over them."""
+    if scored is not None:
+        difference = new - old
+        if mode == "element":
+            return difference[:, scored.expand(difference.shape[1:])]
+        new, old = difference * scored, torch.zeros_like(difference)
     if mode == "element":
         return new - old
     if mode == "step":
@@ -103,7 +110,7 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: PP
     if not cfg.push_away:
         normalized = normalized.clamp_min(0.0)
     n = len(storage)
-    executed = model.policy.action_steps
+    scored = model.scored_mask(storage.decisions[0].log_probs.shape[0]) if n else None
     stats: dict[str, list[float]] = {key: [] for key in ("pg_loss", "v_loss", "approx_kl", "clipfrac", "clip_active",
                                                          "grad_norm", "spread_kl", "spread_clipfrac")}
     epochs_done, kl_stop = 0, False
@@ -120,9 +127,8 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: PP
             log_probs, value = model.evaluate(chain, prefix, state, drawn, transitions=fixed,
                                               flow=storage.flow_draws(index))
             v_loss = 0.5 * ((value - storage.returns[index]) ** 2).mean()
-            log_probs, old_log_probs = log_probs[:, :, :executed], old_log_probs[:, :, :executed]
-            policy_terms = clipped_policy_loss(log_ratio(log_probs, old_log_probs, cfg.ratio), normalized[index],
-                                               cfg.clip)
+            policy_terms = clipped_policy_loss(log_ratio(log_probs, old_log_probs, cfg.ratio, scored),
+                                               normalized[index], cfg.clip)
             pg_loss = policy_terms["pg_loss"]
             if spreads is not None:
                 spread_terms = clipped_policy_loss(model.spread_log_probs(drawn, prefix) - spreads[1], normalized[index],
@@ -139,7 +145,7 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: PP
             grad_norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None],
                                                        cfg.max_grad_norm)
             optimizer.step()
-            element_kl = float(approx_kl(log_probs.detach() - old_log_probs))
+            element_kl = float(approx_kl(log_ratio(log_probs.detach(), old_log_probs, "element", scored)))
             epoch_kl.append(element_kl)
             stats["pg_loss"].append(float(pg_loss.detach()))
             stats["v_loss"].append(float(v_loss.detach()))
