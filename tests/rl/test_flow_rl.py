@@ -110,9 +110,9 @@ def test_an_update_moves_the_policy_and_reports_its_statistics(model):
 def test_a_policy_executing_part_of_its_chunk_learns_from_that_part_alone(model):
     model.policy.set_action_steps(10)
     storage = _storage(model)
-    assert model.scored_mask(SMALL.steps).sum() == SMALL.steps * 50 - 40  # the last transition's last 40 steps
+    assert model.scored_mask().sum() == SMALL.steps * 50 - 40  # the last transition's last 40 steps
     flow = FlowRL(model.policy, likelihood="flow")  # every flow draw scores the chunk itself: 10 steps each
-    assert flow.scored_mask(4).sum(dim=(1, 2)).tolist() == [10] * 4
+    assert flow.scored_mask().sum(dim=(1, 2)).tolist() == [10] * flow.flow_draws
     ignored = copy.deepcopy(storage)  # the same decisions, the last transition's unexecuted log-probs scrambled
     for decision in ignored.decisions:
         decision.log_probs[-1, 10:] = torch.randn_like(decision.log_probs[-1, 10:]) * 100

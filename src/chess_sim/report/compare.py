@@ -109,6 +109,6 @@ def ablation_table(result: dict) -> str:
         versus = ("reference" if "difference" not in row else
                   f"{100 * row['difference']:+.1f}, {row['only_a']} / {row['only_b']}, p = {row['mcnemar_p']:.2g}")
         lines.append(f"| {row['evaluation']} | {percent(row['success'])} [{100 * low:.1f}, {100 * high:.1f}] | "
-                     f"{percent(row['success_pawn'])} | {percent(row['success_knight'])} | {row['ends']['disturbed']} | "
-                     f"{row['ends']['toppled']} | {versus} |")
+                     f"{percent(row['success_pawn'])} | {percent(row['success_knight'])} | "
+                     f"{row['ends']['disturbed']} | {row['ends']['toppled']} | {versus} |")
     return "\n".join(lines)

@@ -16,8 +16,9 @@ clipped ratio in PPO.
 A policy whose chain carries padded dimensions (SmolVLA: C = 32, A = 6) gets noise on them too, and they are scored:
 the padded values condition every later velocity call, so the chain's likelihood is the product over all C
 dimensions, and leaving them out would drop their terms from the gradient. Only the chain's end is cut to A joints.
-sigma_k is per step and chain dimension, (K, C), geometric from `sigma_start` (first step) to `sigma_end` (last); learnable as `log_sigma` when asked. The critic is a small
-separate head on the prefix's pooled features (`policy.features`) and the normalised state.
+sigma_k is per step and chain dimension, (K, C), geometric from `sigma_start` (first step) to `sigma_end` (last);
+learnable as `log_sigma` when asked. The critic is a small separate head on the prefix's pooled features
+(`policy.features`) and the normalised state.
 
 With `likelihood="flow"` (FPO, McAllister et al., 2025) the rollout runs the noise-free chain, exploring through the
 start's draw alone, and the log-probs are replaced by a surrogate: minus the flow-matching errors of the executed chunk
@@ -124,7 +125,7 @@ class FlowRL(nn.Module):
             sets.update(start_spread=[self.start.log_std], spread_head=list(self.start.head.parameters()))
         return sets
 
-    def scored_mask(self, rows: int) -> torch.Tensor | None:
+    def scored_mask(self) -> torch.Tensor | None:
         """(R, T, 1) bool over a decision's log-prob rows (R chain rows, x_0's first with a learned start, or M flow
         draws): the elements whose score PPO counts; None when all count. A policy executing fewer actions than its
         chunk leaves out the unexecuted timesteps of what reaches the environment: the chain's last transition
@@ -133,6 +134,7 @@ class FlowRL(nn.Module):
         executed, chunk = self.policy.action_steps, self.policy.chunk
         if executed == chunk:
             return None
+        rows = self.flow_draws if self.likelihood == "flow" else self.start_rows + self.policy.steps
         scored = torch.ones(rows, chunk, 1, dtype=torch.bool)
         if self.likelihood == "flow":
             scored[:, executed:] = False

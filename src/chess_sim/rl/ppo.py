@@ -47,17 +47,15 @@ def log_ratio(new: torch.Tensor, old: torch.Tensor, mode: str, scored: torch.Ten
     """Log ratios from per-element log-probs (B, R, T, C) (chain) or (B, M, T, A) (flow surrogate): per element,
     per row (B, R) or per chunk (B,). `scored` (R, T, 1) bool, when given, keeps only those elements: per element
     (B, N) for the N scored ones, or summed over them."""
-    if scored is not None:
-        difference = new - old
-        if mode == "element":
-            return difference[:, scored.expand(difference.shape[1:])]
-        new, old = difference * scored, torch.zeros_like(difference)
+    difference = new - old
     if mode == "element":
-        return new - old
+        return difference if scored is None else difference[:, scored.expand(difference.shape[1:])]
+    if scored is not None:
+        difference = difference * scored
     if mode == "step":
-        return (new - old).sum(dim=(2, 3))
+        return difference.sum(dim=(2, 3))
     if mode == "chunk":
-        return (new - old).sum(dim=(1, 2, 3))
+        return difference.sum(dim=(1, 2, 3))
     raise ValueError(f"ratio mode must be one of {RATIOS}, got {mode!r}")
 
 
@@ -110,7 +108,7 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: PP
     if not cfg.push_away:
         normalized = normalized.clamp_min(0.0)
     n = len(storage)
-    scored = model.scored_mask(storage.decisions[0].log_probs.shape[0]) if n else None
+    scored = model.scored_mask()
     stats: dict[str, list[float]] = {key: [] for key in ("pg_loss", "v_loss", "approx_kl", "clipfrac", "clip_active",
                                                          "grad_norm", "spread_kl", "spread_clipfrac")}
     epochs_done, kl_stop = 0, False
