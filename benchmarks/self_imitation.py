@@ -6,11 +6,15 @@ fit from the RL signal: `--iterations` rounds of `--episodes` noise-free rollout
 compact profile's simulators, x_0 ~ N(0, 1) as the policy was trained), each followed by the same number of Adam
 steps fpo4 took per update (`--epochs` over minibatches of 32 decisions, lr `--lr`), minimising the flow-matching
 error of the chunks themselves (the surrogate's draws, equal weight): of every decision (`--chunks all`), or only
-of the decisions of successful episodes (`--chunks success`, filtered self-imitation). Then the result and the
-starting policy on `--test-episodes` test scenes, paired (exact McNemar). Prints one JSON object.
+of the decisions of successful episodes (`--chunks success`, filtered self-imitation). Each chunk's flow-matching
+path starts from fresh noise, as the surrogate's draws do (`--coupling fresh`), or from the decision's own x_0
+(`--coupling start`: the pairs (x_0, chunk) of the deterministic sampler, the coupling of rectified flow's reflow).
+Then the result and the starting policy on `--test-episodes` test scenes, paired (exact McNemar; `--start-eval`
+reuses an evaluation of the starting policy on those scenes). Prints one JSON object.
 
     .venv/bin/python benchmarks/self_imitation.py --out DIR [--policy models/baseline] [--chunks all|success]
-        [--iterations 5] [--episodes 64] [--epochs 4] [--lr 3e-5] [--test-episodes 200]
+        [--coupling fresh|start] [--iterations 5] [--episodes 64] [--epochs 4] [--lr 3e-5] [--test-episodes 200]
+        [--start-eval DIR]
 """
 
 from __future__ import annotations
@@ -26,8 +30,11 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import torch  # noqa: E402
 
-from chess_sim.config import RL_PROFILES, EvalConfig, StartConfig, profile  # noqa: E402
+from chess_sim.config import CHUNK, RL_PROFILES, EvalConfig, StartConfig, TrainConfig, profile  # noqa: E402
+from chess_sim.data.integrity import checked_metadata, repo_id  # noqa: E402
 from chess_sim.eval import evaluate  # noqa: E402
+from chess_sim.imitation.frame_cache import FrameCache  # noqa: E402
+from chess_sim.policy.base import flow_matching_loss, flow_times  # noqa: E402
 from chess_sim.report.compare import compare  # noqa: E402
 from chess_sim.rl.train import build, collect, training_env  # noqa: E402
 from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
@@ -36,43 +43,89 @@ FIRST_UNUSED_TRAIN_INDEX = 910_000
 """Training-scene indices far beyond any run's (and beyond `rl_signal.py`'s), so no scene is reused."""
 
 
+def anchor_frames(root: Path, episodes: int, image_size: int) -> FrameCache:
+    """The first `episodes` demonstrations of `root`, decoded once (the anchor's samples)."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    meta = checked_metadata(root)
+    dataset = LeRobotDataset(repo_id(root), root=root, episodes=list(range(min(episodes, meta.total_episodes))),
+                             delta_timestamps={"action": [i / meta.fps for i in range(CHUNK)]})
+    return FrameCache(dataset, image_size, workers=1)
+
+
+def demonstration_loss(policy, frames: FrameCache, size: int, generator: torch.Generator) -> torch.Tensor:
+    """The imitation loss (`imitation/bc.py`'s) of `size` random demonstration samples, through the encoders."""
+    batch = frames.batch(torch.randint(len(frames), (size,), generator=generator))
+    actions = policy.normalizer.normalize_action(batch["action"])
+    noise = torch.randn(*actions.shape[:2], policy.chain_dim, generator=generator)
+    times = flow_times(size, TrainConfig.time_beta, generator)
+    return flow_matching_loss(policy, policy.encode(batch), actions, noise, times, pad=batch["action_is_pad"])
+
+
 def fit_own_chunks(model, storage, chosen: list[int], optimizer, epochs: int, minibatch: int,
-                   generator: torch.Generator) -> float:
-    """Adam steps on the mean flow-matching error of the chosen decisions' own chunks; returns the mean loss."""
+                   generator: torch.Generator, coupling: str, anchor: FrameCache | None,
+                   anchor_weight: float) -> float:
+    """Adam steps on the mean flow-matching error of the chosen decisions' own chunks (plus `anchor_weight` times
+    the imitation loss of as many demonstration samples per step, when `anchor` is given); returns the mean loss of
+    the own chunks. With `coupling="start"` each chunk's path starts from the decision's own x_0 (the reflow coupling:
+    the deterministic sampler's pairs (x_0, chunk)) instead of the surrogate's fresh noise. With no chosen decision
+    and an anchor, the same number of steps as `minibatch`-sized batches of `len(storage)` would take fit the anchor
+    alone (the control)."""
     losses = []
+    rows = chosen or list(range(len(storage)))
     for _ in range(epochs):
-        order = torch.tensor(chosen)[torch.randperm(len(chosen), generator=generator)]
+        order = torch.tensor(rows)[torch.randperm(len(rows), generator=generator)]
         for start in range(0, len(order), minibatch):
             index = order[start:start + minibatch]
-            chain, prefix, state, _ = storage.minibatch(index)
-            log_probs, _ = model.evaluate(chain, prefix, state, flow=storage.flow_draws(index))
-            loss = -log_probs.mean()
+            loss = torch.zeros(())
+            if chosen:
+                chain, prefix, state, _ = storage.minibatch(index)
+                noise, times = storage.flow_draws(index)
+                if coupling == "start":
+                    noise = chain[:, :1].expand_as(noise)
+                log_probs, _ = model.evaluate(chain, prefix, state, flow=(noise, times))
+                loss = -log_probs.mean()
+                losses.append(float(loss.detach()))
+            if anchor is not None:
+                loss = loss + anchor_weight * demonstration_loss(model.policy, anchor, len(index), generator)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.policy.parameters(), 1.0)
             optimizer.step()
-            losses.append(float(loss.detach()))
-    return sum(losses) / len(losses)
+    return sum(losses) / len(losses) if losses else None
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--policy", type=Path, default=Path("models/baseline"))
-    parser.add_argument("--chunks", choices=("all", "success"), default="all")
+    parser.add_argument("--chunks", choices=("all", "success", "none"), default="all",
+                        help="none: no own chunk, the anchor alone (needs --anchor)")
+    parser.add_argument("--anchor", type=Path, help="a demonstration dataset whose imitation loss joins every step")
+    parser.add_argument("--anchor-episodes", type=int, default=60)
+    parser.add_argument("--anchor-weight", type=float, default=1.0)
     parser.add_argument("--iterations", type=int, default=5)
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--lr", type=float, default=3e-5)
+    parser.add_argument("--coupling", choices=("fresh", "start"), default="fresh",
+                        help="the noise each chunk's flow-matching path starts from: the surrogate's fresh draws, or "
+                             "the decision's own x_0")
+    parser.add_argument("--start-eval", type=Path,
+                        help="an evaluation of --policy on the same test scenes to pair with, instead of running it")
     parser.add_argument("--test-episodes", type=int, default=200)
     args = parser.parse_args()
     if args.out.exists():
         raise SystemExit(f"error: {args.out} exists; choose a new --out")
+    if args.chunks == "none" and args.anchor is None:
+        raise SystemExit("error: --chunks none fits nothing without --anchor")
     compact = RL_PROFILES["compact"]
     cfg = replace(compact, run=replace(compact.run, episodes=args.episodes),
                   ppo=replace(compact.ppo, likelihood="flow"), start=StartConfig())
     torch.set_num_threads(1)
     model, _ = build(args.policy, cfg)
+    anchor = (anchor_frames(args.anchor, args.anchor_episodes, model.policy.config.image_size)
+              if args.anchor else None)
     optimizer = torch.optim.Adam([p for p in model.policy.parameters() if p.requires_grad], lr=args.lr)
     generator = torch.Generator().manual_seed(cfg.run.seed)
     began, iterations = time.perf_counter(), []
@@ -82,17 +135,23 @@ def main() -> None:
             storage, rows, _ = collect(model, vec, cfg, first, generator)
             won = [row["end"] == "success" for row in rows]
             chosen = [i for episode, success in zip(storage.episodes(), won) for i in episode
-                      if success or args.chunks == "all"]
-            loss = (fit_own_chunks(model, storage, chosen, optimizer, args.epochs, cfg.ppo.minibatch, generator)
-                    if chosen else None)  # no successful episode: nothing to fit this round
+                      if args.chunks == "all" or (success and args.chunks == "success")]
+            loss = (fit_own_chunks(model, storage, chosen, optimizer, args.epochs, cfg.ppo.minibatch, generator,
+                                   args.coupling, anchor, args.anchor_weight)
+                    if chosen or anchor else None)  # no successful episode and no anchor: nothing to fit
             iterations.append({"iteration": iteration, "success": sum(won) / len(won), "decisions": len(storage),
                                "fitted": len(chosen), "loss": loss})
     model.policy.save(args.out / "policy")
     test = EvalConfig(episodes=args.test_episodes)
-    evaluate(args.policy, args.out / "test_start", test, profile("baseline"))
+    start_eval = args.start_eval or args.out / "test_start"
+    if args.start_eval is None:
+        evaluate(args.policy, start_eval, test, profile("baseline"))
     evaluate(args.out / "policy", args.out / "test_fitted", test, profile("baseline"))
-    paired = compare(args.out / "test_start", args.out / "test_fitted")
-    print(json.dumps({"chunks": args.chunks, "lr": args.lr, "iterations": iterations,
+    paired = compare(start_eval, args.out / "test_fitted")
+    print(json.dumps({"chunks": args.chunks, "coupling": args.coupling, "lr": args.lr,
+                      "anchor": None if args.anchor is None else {"dataset": str(args.anchor),
+                                                                  "episodes": args.anchor_episodes,
+                                                                  "weight": args.anchor_weight}, "iterations": iterations,
                       "minutes": (time.perf_counter() - began) / 60,
                       **{key: paired[key] for key in ("episodes", "success_a", "success_b", "difference", "only_a",
                                                       "only_b", "mcnemar_p")}}))
