@@ -9,12 +9,17 @@ error of the chunks themselves (the surrogate's draws, equal weight): of every d
 of the decisions of successful episodes (`--chunks success`, filtered self-imitation). Each chunk's flow-matching
 path starts from fresh noise, as the surrogate's draws do (`--coupling fresh`), or from the decision's own x_0
 (`--coupling start`: the pairs (x_0, chunk) of the deterministic sampler, the coupling of rectified flow's reflow).
+`--anchor DATASET` adds the imitation loss of demonstration samples to every step (as many as the step has
+decisions, times `--anchor-weight`); `--chunks none` fits that anchor alone, for as many steps as all chunks
+would take: the control that tells the fit's own effect from that of fine-tuning at `--lr` at all. `--ema D`
+tests an exponential moving average of the weights (decay D per step) instead of the last ones.
 Then the result and the starting policy on `--test-episodes` test scenes, paired (exact McNemar; `--start-eval`
 reuses an evaluation of the starting policy on those scenes). Prints one JSON object.
 
-    .venv/bin/python benchmarks/self_imitation.py --out DIR [--policy models/baseline] [--chunks all|success]
-        [--coupling fresh|start] [--iterations 5] [--episodes 64] [--epochs 4] [--lr 3e-5] [--test-episodes 200]
-        [--start-eval DIR]
+    .venv/bin/python benchmarks/self_imitation.py --out DIR [--policy models/baseline]
+        [--chunks all|success|none] [--coupling fresh|start] [--anchor DATASET] [--anchor-episodes 60]
+        [--anchor-weight 1] [--ema D] [--iterations 5] [--episodes 64] [--epochs 4] [--lr 3e-5]
+        [--test-episodes 200] [--start-eval DIR]
 """
 
 from __future__ import annotations
@@ -64,13 +69,13 @@ def demonstration_loss(policy, frames: FrameCache, size: int, generator: torch.G
 
 def fit_own_chunks(model, storage, chosen: list[int], optimizer, epochs: int, minibatch: int,
                    generator: torch.Generator, coupling: str, anchor: FrameCache | None,
-                   anchor_weight: float) -> float:
+                   anchor_weight: float, average: torch.optim.swa_utils.AveragedModel | None) -> float:
     """Adam steps on the mean flow-matching error of the chosen decisions' own chunks (plus `anchor_weight` times
     the imitation loss of as many demonstration samples per step, when `anchor` is given); returns the mean loss of
     the own chunks. With `coupling="start"` each chunk's path starts from the decision's own x_0 (the reflow coupling:
     the deterministic sampler's pairs (x_0, chunk)) instead of the surrogate's fresh noise. With no chosen decision
     and an anchor, the same number of steps as `minibatch`-sized batches of `len(storage)` would take fit the anchor
-    alone (the control)."""
+    alone (the control). `average`, when given, follows the policy's weights after every step."""
     losses = []
     rows = chosen or list(range(len(storage)))
     for _ in range(epochs):
@@ -92,6 +97,8 @@ def fit_own_chunks(model, storage, chosen: list[int], optimizer, epochs: int, mi
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.policy.parameters(), 1.0)
             optimizer.step()
+            if average is not None:
+                average.update_parameters(model.policy)
     return sum(losses) / len(losses) if losses else None
 
 
@@ -104,6 +111,9 @@ def main() -> None:
     parser.add_argument("--anchor", type=Path, help="a demonstration dataset whose imitation loss joins every step")
     parser.add_argument("--anchor-episodes", type=int, default=60)
     parser.add_argument("--anchor-weight", type=float, default=1.0)
+    parser.add_argument("--ema", type=float, default=0.0,
+                        help="decay of an exponential moving average of the weights, saved and tested instead of the "
+                             "last weights (the rollouts still run the last ones); 0: none")
     parser.add_argument("--iterations", type=int, default=5)
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--epochs", type=int, default=4)
@@ -127,6 +137,10 @@ def main() -> None:
     anchor = (anchor_frames(args.anchor, args.anchor_episodes, model.policy.config.image_size)
               if args.anchor else None)
     optimizer = torch.optim.Adam([p for p in model.policy.parameters() if p.requires_grad], lr=args.lr)
+    average = (torch.optim.swa_utils.AveragedModel(
+        model.policy, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(args.ema)) if args.ema else None)
+    if average is not None:
+        average.update_parameters(model.policy)  # the average starts at the starting weights
     generator = torch.Generator().manual_seed(cfg.run.seed)
     began, iterations = time.perf_counter(), []
     with make_vec_env(cfg.run.envs, training_env(model, profile("baseline"))) as vec:
@@ -137,18 +151,18 @@ def main() -> None:
             chosen = [i for episode, success in zip(storage.episodes(), won) for i in episode
                       if args.chunks == "all" or (success and args.chunks == "success")]
             loss = (fit_own_chunks(model, storage, chosen, optimizer, args.epochs, cfg.ppo.minibatch, generator,
-                                   args.coupling, anchor, args.anchor_weight)
+                                   args.coupling, anchor, args.anchor_weight, average)
                     if chosen or anchor else None)  # no successful episode and no anchor: nothing to fit
             iterations.append({"iteration": iteration, "success": sum(won) / len(won), "decisions": len(storage),
                                "fitted": len(chosen), "loss": loss})
-    model.policy.save(args.out / "policy")
+    (average.module if average is not None else model.policy).save(args.out / "policy")
     test = EvalConfig(episodes=args.test_episodes)
     start_eval = args.start_eval or args.out / "test_start"
     if args.start_eval is None:
         evaluate(args.policy, start_eval, test, profile("baseline"))
     evaluate(args.out / "policy", args.out / "test_fitted", test, profile("baseline"))
     paired = compare(start_eval, args.out / "test_fitted")
-    print(json.dumps({"chunks": args.chunks, "coupling": args.coupling, "lr": args.lr,
+    print(json.dumps({"chunks": args.chunks, "coupling": args.coupling, "lr": args.lr, "ema": args.ema,
                       "anchor": None if args.anchor is None else {"dataset": str(args.anchor),
                                                                   "episodes": args.anchor_episodes,
                                                                   "weight": args.anchor_weight}, "iterations": iterations,
