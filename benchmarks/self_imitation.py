@@ -12,7 +12,7 @@ path starts from fresh noise, as the surrogate's draws do (`--coupling fresh`), 
 `--anchor DATASET` adds the imitation loss of demonstration samples to every step (as many as the step has
 decisions, times `--anchor-weight`); `--chunks none` fits that anchor alone, for as many steps as all chunks
 would take: the control that tells the fit's own effect from that of fine-tuning at `--lr` at all. `--ema D`
-tests an exponential moving average of the weights (decay D per step) instead of the last ones.
+tests an exponential moving average of the weights (decay D per step, `rl/average.py`) instead of the last ones.
 Then the result and the starting policy on `--test-episodes` test scenes, paired (exact McNemar; `--start-eval`
 reuses an evaluation of the starting policy on those scenes). Prints one JSON object.
 
@@ -25,6 +25,7 @@ reuses an evaluation of the starting policy on those scenes). Prints one JSON ob
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import time
@@ -41,6 +42,7 @@ from chess_sim.eval import evaluate  # noqa: E402
 from chess_sim.imitation.frame_cache import FrameCache  # noqa: E402
 from chess_sim.policy.base import flow_matching_loss, flow_times  # noqa: E402
 from chess_sim.report.compare import compare  # noqa: E402
+from chess_sim.rl.average import WeightAverage  # noqa: E402
 from chess_sim.rl.train import build, collect, training_env  # noqa: E402
 from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
 
@@ -69,7 +71,7 @@ def demonstration_loss(policy, frames: FrameCache, size: int, generator: torch.G
 
 def fit_own_chunks(model, storage, chosen: list[int], optimizer, epochs: int, minibatch: int,
                    generator: torch.Generator, coupling: str, anchor: FrameCache | None,
-                   anchor_weight: float, average: torch.optim.swa_utils.AveragedModel | None) -> float:
+                   anchor_weight: float, average: WeightAverage | None) -> float:
     """Adam steps on the mean flow-matching error of the chosen decisions' own chunks (plus `anchor_weight` times
     the imitation loss of as many demonstration samples per step, when `anchor` is given); returns the mean loss of
     the own chunks. With `coupling="start"` each chunk's path starts from the decision's own x_0 (the reflow coupling:
@@ -98,7 +100,7 @@ def fit_own_chunks(model, storage, chosen: list[int], optimizer, epochs: int, mi
             torch.nn.utils.clip_grad_norm_(model.policy.parameters(), 1.0)
             optimizer.step()
             if average is not None:
-                average.update_parameters(model.policy)
+                average.update(model.policy)
     return sum(losses) / len(losses) if losses else None
 
 
@@ -137,10 +139,7 @@ def main() -> None:
     anchor = (anchor_frames(args.anchor, args.anchor_episodes, model.policy.config.image_size)
               if args.anchor else None)
     optimizer = torch.optim.Adam([p for p in model.policy.parameters() if p.requires_grad], lr=args.lr)
-    average = (torch.optim.swa_utils.AveragedModel(
-        model.policy, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(args.ema)) if args.ema else None)
-    if average is not None:
-        average.update_parameters(model.policy)  # the average starts at the starting weights
+    average = WeightAverage(model.policy, args.ema) if args.ema else None
     generator = torch.Generator().manual_seed(cfg.run.seed)
     began, iterations = time.perf_counter(), []
     with make_vec_env(cfg.run.envs, training_env(model, profile("baseline"))) as vec:
@@ -155,7 +154,8 @@ def main() -> None:
                     if chosen or anchor else None)  # no successful episode and no anchor: nothing to fit
             iterations.append({"iteration": iteration, "success": sum(won) / len(won), "decisions": len(storage),
                                "fitted": len(chosen), "loss": loss})
-    (average.module if average is not None else model.policy).save(args.out / "policy")
+    with average.applied(model.policy) if average is not None else contextlib.nullcontext():
+        model.policy.save(args.out / "policy")
     test = EvalConfig(episodes=args.test_episodes)
     start_eval = args.start_eval or args.out / "test_start"
     if args.start_eval is None:

@@ -97,6 +97,31 @@ def test_resume_continues_exactly_where_an_uninterrupted_run_is(policy_dir, full
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_a_weight_average_is_what_the_run_validates_saves_and_resumes(policy_dir, tmp_path, monkeypatch):
+    import chess_sim.eval
+
+    cfg = replace_fields(CFG, ema=0.5)
+    validated, original = [], chess_sim.eval.validate
+
+    def recording(policy, *args, **kwargs):
+        validated.append({k: v.clone() for k, v in policy.state_dict().items()})
+        return original(policy, *args, **kwargs)
+
+    monkeypatch.setattr(chess_sim.eval, "validate", recording)
+    run(policy_dir, tmp_path / "full", cfg, ENV)
+    saved = CompactPolicy.load(tmp_path / "full" / "last").state_dict()
+    live = torch.load(tmp_path / "full" / "last" / "rl_state.pt", weights_only=True)["live_policy"]
+    assert all(torch.equal(validated[-1][k], saved[k]) for k in saved)
+    assert any(not torch.equal(saved[k], live[k]) for k in live)  # the average is saved, not the live weights
+    out = tmp_path / "run"
+    run(policy_dir, out, replace_fields(cfg, iterations=2), ENV)
+    run(policy_dir, out, cfg, ENV, resume=True)
+    resumed = CompactPolicy.load(out / "last").state_dict()
+    resumed_live = torch.load(out / "last" / "rl_state.pt", weights_only=True)["live_policy"]
+    assert all(torch.equal(resumed[k], saved[k]) for k in saved)
+    assert all(torch.equal(resumed_live[k], live[k]) for k in live)
+
+
 def test_best_is_the_latest_of_tied_validations(policy_dir, tmp_path, monkeypatch):
     successes = iter([0.5, 0.0, 0.5, 0.25])
     monkeypatch.setattr(rl_train, "_validate", lambda *args: {"val_success": next(successes)})

@@ -283,6 +283,11 @@ class PPOConfig:
     """Critic learning rate."""
     critic_warmup: int = 1
     """First iterations that train only the critic (policy, start and noise untouched)."""
+    ema: float = 0.0
+    """Decay per policy step of an exponential moving average of the policy's trained weights (`rl/average.py`):
+    rollouts and updates use the live weights, validations and the saved policies the average, which keeps the
+    updates' common direction and averages away their minibatch noise; 0: no average (the live weights are
+    validated and saved)."""
 
     def __post_init__(self):
         at_least(self, 1, "epochs", "minibatch", "flow_draws")
@@ -291,6 +296,7 @@ class PPOConfig:
         at_least(self, 0, "gamma", "lam", "clip", "vf_coef", "max_grad_norm", "target_kl", "lr", "critic_lr",
                   "critic_warmup")
         require(self.ratio in RATIOS, f"ratio must be one of {', '.join(RATIOS)}, got {self.ratio!r}")
+        require(0.0 <= self.ema < 1.0, f"ema must be at least 0 and below 1, got {self.ema}")
 
 
 @dataclass(frozen=True)

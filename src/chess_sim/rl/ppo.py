@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 
 from chess_sim.config import RATIOS, PPOConfig
+from chess_sim.rl.average import WeightAverage
 from chess_sim.rl.flow_rl import FlowRL
 
 
@@ -98,12 +99,13 @@ def normalized_advantages(storage) -> torch.Tensor:
 
 
 def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: PPOConfig, generator: torch.Generator,
-               critic_only: bool = False, chain_trains: bool = True) -> dict[str, float]:
+               critic_only: bool = False, chain_trains: bool = True,
+               average: WeightAverage | None = None) -> dict[str, float]:
     """Epochs of minibatch updates over `storage` (see `rl/storage.py`), with `cfg`'s epochs, minibatch, clip,
     ratio, vf_coef, max_grad_norm and target_kl. With `critic_only` (critic warm-up) only the value loss is minimised
     and policy, start and noise stay exactly as they were. `chain_trains` False (neither the velocity nor the noise
     sizes learn): the transitions' log-probs stay the rollout's, so only the start is re-evaluated, without K
-    velocity passes per decision."""
+    velocity passes per decision. `average`, when given, follows the policy's weights after every policy step."""
     normalized = normalized_advantages(storage)
     if not cfg.push_away:
         normalized = normalized.clamp_min(0.0)
@@ -143,6 +145,8 @@ def ppo_update(model: FlowRL, storage, optimizer: torch.optim.Optimizer, cfg: PP
             grad_norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None],
                                                        cfg.max_grad_norm)
             optimizer.step()
+            if average is not None and not critic_only:
+                average.update(model.policy)
             element_kl = float(approx_kl(log_ratio(log_probs.detach(), old_log_probs, "element", scored)))
             epoch_kl.append(element_kl)
             stats["pg_loss"].append(float(pg_loss.detach()))

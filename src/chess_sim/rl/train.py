@@ -10,13 +10,15 @@ episodes (scenes `(train_seed, i)`, i continuing across iterations) and update. 
 - `check.json`, `check.md`: the self-check, run on the first rollout before the first update;
 - `iter_XXXX/` every `save_every` iterations, `last/` every iteration, `best/` (best validation success, a later
   iteration wins ties): each a policy directory (`chess-sim eval --policy` loads it) plus `rl_state.pt`
-  (critic, noise, optimizer, RNG, next training scene), written atomically (`chess_sim.runs`);
+  (critic, noise, optimizer, RNG, next training scene), written atomically (`chess_sim.runs`); with a weight
+  average (`PPOConfig.ema`) the directory's policy is the average and `rl_state.pt` also keeps the live weights;
 - `val/iter_XXXX/`: each validation as an evaluation directory (`summary.json`, `episodes.csv`).
 `resume` continues from `last/`: the log keeps exactly the iterations `last` had finished.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import asdict, replace
@@ -28,6 +30,7 @@ from chess_sim import jsonl, runs
 from chess_sim.config import EnvConfig, EvalConfig, RewardConfig, RLConfig, replace_fields
 from chess_sim.policy.base import observed_env
 from chess_sim.report.summary import summarize
+from chess_sim.rl.average import WeightAverage
 from chess_sim.rl.check import self_check, write_report
 from chess_sim.rl.flow_rl import FlowRL, cast_prefix
 from chess_sim.rl.ppo import ppo_update
@@ -108,25 +111,27 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
     if continuing:  # the run's own checkpoint, whose learned start is the run's (initial_spread is spent)
         policy_dir = out / "last"
     model, optimizer = build(policy_dir, replace_fields(cfg, initial_spread=1.0) if continuing else cfg)
+    # a resumed run's policy directory holds the average: it starts there, and the live weights come from the state
+    average = WeightAverage(model.policy, cfg.ppo.ema) if cfg.ppo.ema else None
     generator = torch.Generator().manual_seed(cfg.run.seed)
     state = {"iteration": 0, "next_index": 0, "best": -1.0, "elapsed_s": 0.0}
     if continuing:
-        state = _restore(out / "last", model, optimizer, generator)
+        state = _restore(out / "last", model, optimizer, generator, average)
         runs.trim_log(out / "log.jsonl", "iteration", state["iteration"])
     else:
         out.mkdir(parents=True, exist_ok=True)
         runs.write_args(out / ARGS_FILE, args)
-        _checkpoint(out, "last", model, optimizer, generator, state)  # resumable from the first second
+        _checkpoint(out, "last", model, optimizer, generator, state, average)  # resumable from the first second
     train_env = training_env(model, env_cfg)
     scalars = _tensorboard(out) if cfg.run.tensorboard else None
     started = time.perf_counter() - state["elapsed_s"]
     line: dict = {}
     if not jsonl.read(out / "log.jsonl"):
-        line = {"iteration": 0, **_validate(model, out, 0, cfg, env_cfg, 0, backend),
+        line = {"iteration": 0, **_validate(model, out, 0, cfg, env_cfg, 0, backend, average),
                 "elapsed_s": time.perf_counter() - started}
         state["best"] = line["val_success"]
         _log(out, line, scalars, verbose)
-        _checkpoint(out, "best", model, optimizer, generator, state)
+        _checkpoint(out, "best", model, optimizer, generator, state, average)
     # with a learned start and the chain frozen, the transitions' log-probs cannot change: re-evaluate the start alone
     chain_trains = model.start is None or cfg.ppo.lr > 0 or cfg.noise.learn_sigma
     # Ctrl-C or a kill loses at most the iteration in progress: `last` is written after every iteration, after
@@ -146,7 +151,8 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
                     raise RLError(f"self-check failed (see {out / 'check.md'}): {json.dumps(result)}")
             began = time.perf_counter()
             stats = ppo_update(model, storage, optimizer, cfg.ppo, generator,
-                               critic_only=iteration <= cfg.ppo.critic_warmup, chain_trains=chain_trains)
+                               critic_only=iteration <= cfg.ppo.critic_warmup, chain_trains=chain_trains,
+                               average=average)
             state.update(iteration=iteration, next_index=state["next_index"] + cfg.run.episodes)
             line = {"iteration": iteration, "decisions": len(storage), "rollout_s": rollout_s,
                     "rollout_parts": parts, "update_s": time.perf_counter() - began,
@@ -158,16 +164,16 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
             final = iteration == cfg.run.iterations or out_of_time
             if iteration % cfg.run.val_every == 0 or final:
                 videos = cfg.run.report_videos if final else 0
-                line.update(_validate(model, out, iteration, cfg, env_cfg, videos, backend))
+                line.update(_validate(model, out, iteration, cfg, env_cfg, videos, backend, average))
                 improved = line["val_success"] >= state["best"]
                 state["best"] = max(state["best"], line["val_success"])
             line["elapsed_s"] = state["elapsed_s"] = time.perf_counter() - started
             _log(out, line, scalars, verbose)
-            _checkpoint(out, "last", model, optimizer, generator, state)
+            _checkpoint(out, "last", model, optimizer, generator, state, average)
             if improved:
-                _checkpoint(out, "best", model, optimizer, generator, state)
+                _checkpoint(out, "best", model, optimizer, generator, state, average)
             if iteration % cfg.run.save_every == 0:
-                _checkpoint(out, f"iter_{iteration:04d}", model, optimizer, generator, state)
+                _checkpoint(out, f"iter_{iteration:04d}", model, optimizer, generator, state, average)
             if out_of_time:
                 break
     if scalars is not None:
@@ -199,30 +205,43 @@ def _prefixed(prefix: str, summary: dict) -> dict:
 
 
 def _validate(model: FlowRL, out: Path, iteration: int, cfg: RLConfig, env_cfg: EnvConfig, videos: int = 0,
-              backend: str = "local") -> dict:
+              backend: str = "local", average: WeightAverage | None = None) -> dict:
+    """Validate the policy the run saves: the weight average when there is one."""
     from chess_sim.eval import EvalError, validate
 
     began = time.perf_counter()
     eval_cfg = EvalConfig(episodes=cfg.run.val_episodes, seed=cfg.run.val_seed, envs=cfg.run.envs, videos=videos)
     try:
-        summary = validate(model.policy, out / "val" / f"iter_{iteration:04d}", eval_cfg, env_cfg,
-                           f"{out.name} iteration {iteration}", backend)
+        with _saved_weights(model, average):
+            summary = validate(model.policy, out / "val" / f"iter_{iteration:04d}", eval_cfg, env_cfg,
+                               f"{out.name} iteration {iteration}", backend)
     except EvalError as error:
         raise RLError(str(error)) from None
     return {**_prefixed("val", summary), "val_success_ci": summary["success_ci"],
             "val_seconds": time.perf_counter() - began}
 
 
-def _checkpoint(out: Path, name: str, model: FlowRL, optimizer, generator: torch.Generator, state: dict) -> None:
-    runs.save_checkpoint(out / name, model.policy, {
-        "critic": model.critic.state_dict(), "log_sigma": model.log_sigma.detach().clone(),
-        "optimizer": optimizer.state_dict(), "generator": generator.get_state(), "torch_rng": torch.get_rng_state(),
-        **state}, STATE_FILE)
+def _saved_weights(model: FlowRL, average: WeightAverage | None):
+    """The policy holds the weights the run validates and saves inside the block: the average, if any."""
+    return average.applied(model.policy) if average is not None else contextlib.nullcontext()
 
 
-def _restore(directory: Path, model: FlowRL, optimizer, generator: torch.Generator) -> dict:
+def _checkpoint(out: Path, name: str, model: FlowRL, optimizer, generator: torch.Generator, state: dict,
+                average: WeightAverage | None = None) -> None:
+    live = {} if average is None else {"live_policy": average.live_weights(model.policy)}
+    with _saved_weights(model, average):
+        runs.save_checkpoint(out / name, model.policy, {
+            "critic": model.critic.state_dict(), "log_sigma": model.log_sigma.detach().clone(),
+            "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
+            "torch_rng": torch.get_rng_state(), **live, **state}, STATE_FILE)
+
+
+def _restore(directory: Path, model: FlowRL, optimizer, generator: torch.Generator,
+             average: WeightAverage | None = None) -> dict:
     saved = runs.load_state(directory / STATE_FILE)
     try:
+        if average is not None:
+            WeightAverage.copy_into(model.policy, saved["live_policy"])
         model.critic.load_state_dict(saved["critic"])
         with torch.no_grad():
             model.log_sigma.copy_(saved["log_sigma"])
