@@ -25,7 +25,6 @@ reuses an evaluation of the starting policy on those scenes). Prints one JSON ob
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import time
@@ -39,10 +38,10 @@ import torch  # noqa: E402
 from chess_sim.config import CHUNK, RL_PROFILES, EvalConfig, StartConfig, TrainConfig, profile  # noqa: E402
 from chess_sim.data.integrity import checked_metadata, repo_id  # noqa: E402
 from chess_sim.eval import evaluate  # noqa: E402
+from chess_sim.imitation.bc import imitation_loss  # noqa: E402
 from chess_sim.imitation.frame_cache import FrameCache  # noqa: E402
-from chess_sim.policy.base import flow_matching_loss, flow_times  # noqa: E402
 from chess_sim.report.compare import compare  # noqa: E402
-from chess_sim.rl.average import WeightAverage  # noqa: E402
+from chess_sim.rl.average import WeightAverage, averaged  # noqa: E402
 from chess_sim.rl.train import build, collect, training_env  # noqa: E402
 from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
 
@@ -60,18 +59,9 @@ def anchor_frames(root: Path, episodes: int, image_size: int) -> FrameCache:
     return FrameCache(dataset, image_size, workers=1)
 
 
-def demonstration_loss(policy, frames: FrameCache, size: int, generator: torch.Generator) -> torch.Tensor:
-    """The imitation loss (`imitation/bc.py`'s) of `size` random demonstration samples, through the encoders."""
-    batch = frames.batch(torch.randint(len(frames), (size,), generator=generator))
-    actions = policy.normalizer.normalize_action(batch["action"])
-    noise = torch.randn(*actions.shape[:2], policy.chain_dim, generator=generator)
-    times = flow_times(size, TrainConfig.time_beta, generator)
-    return flow_matching_loss(policy, policy.encode(batch), actions, noise, times, pad=batch["action_is_pad"])
-
-
 def fit_own_chunks(model, storage, chosen: list[int], optimizer, epochs: int, minibatch: int,
                    generator: torch.Generator, coupling: str, anchor: FrameCache | None,
-                   anchor_weight: float, average: WeightAverage | None) -> float:
+                   anchor_weight: float, average: WeightAverage | None) -> float | None:
     """Adam steps on the mean flow-matching error of the chosen decisions' own chunks (plus `anchor_weight` times
     the imitation loss of as many demonstration samples per step, when `anchor` is given); returns the mean loss of
     the own chunks. With `coupling="start"` each chunk's path starts from the decision's own x_0 (the reflow coupling:
@@ -94,7 +84,8 @@ def fit_own_chunks(model, storage, chosen: list[int], optimizer, epochs: int, mi
                 loss = -log_probs.mean()
                 losses.append(float(loss.detach()))
             if anchor is not None:
-                loss = loss + anchor_weight * demonstration_loss(model.policy, anchor, len(index), generator)
+                batch = anchor.batch(torch.randint(len(anchor), (len(index),), generator=generator))
+                loss = loss + anchor_weight * imitation_loss(model.policy, batch, generator, TrainConfig.time_beta)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.policy.parameters(), 1.0)
@@ -154,7 +145,7 @@ def main() -> None:
                     if chosen or anchor else None)  # no successful episode and no anchor: nothing to fit
             iterations.append({"iteration": iteration, "success": sum(won) / len(won), "decisions": len(storage),
                                "fitted": len(chosen), "loss": loss})
-    with average.applied(model.policy) if average is not None else contextlib.nullcontext():
+    with averaged(model.policy, average):
         model.policy.save(args.out / "policy")
     test = EvalConfig(episodes=args.test_episodes)
     start_eval = args.start_eval or args.out / "test_start"
@@ -162,10 +153,10 @@ def main() -> None:
         evaluate(args.policy, start_eval, test, profile("baseline"))
     evaluate(args.out / "policy", args.out / "test_fitted", test, profile("baseline"))
     paired = compare(start_eval, args.out / "test_fitted")
+    anchor_facts = None if args.anchor is None else {"dataset": str(args.anchor), "episodes": args.anchor_episodes,
+                                                     "weight": args.anchor_weight}
     print(json.dumps({"chunks": args.chunks, "coupling": args.coupling, "lr": args.lr, "ema": args.ema,
-                      "anchor": None if args.anchor is None else {"dataset": str(args.anchor),
-                                                                  "episodes": args.anchor_episodes,
-                                                                  "weight": args.anchor_weight}, "iterations": iterations,
+                      "anchor": anchor_facts, "iterations": iterations,
                       "minutes": (time.perf_counter() - began) / 60,
                       **{key: paired[key] for key in ("episodes", "success_a", "success_b", "difference", "only_a",
                                                       "only_b", "mcnemar_p")}}))

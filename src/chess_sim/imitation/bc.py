@@ -240,15 +240,8 @@ def _loop(policy, batches, optimizer, scheduler, cfg: TrainConfig, env_cfg, out:
           progress: _Progress, losses: list, bar) -> None:
     """The optimisation loop from `progress.step` to `cfg.steps`, updating `progress` as it goes."""
     step = progress.step
-    device = next(policy.parameters()).device
     while step < cfg.steps:
-        batch = next(batches)
-        actions = policy.normalizer.normalize_action(batch["action"])
-        generator = step_generator(cfg.seed, step)
-        noise = torch.randn(*actions.shape[:2], policy.chain_dim, generator=generator)
-        t = flow_times(actions.shape[0], cfg.time_beta, generator)
-        loss = flow_matching_loss(policy, policy.encode(batch), actions.to(device), noise.to(device),
-                                  t.to(device), pad=batch["action_is_pad"].to(device))
+        loss = imitation_loss(policy, next(batches), step_generator(cfg.seed, step), cfg.time_beta)
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
@@ -266,6 +259,18 @@ def _loop(policy, batches, optimizer, scheduler, cfg: TrainConfig, env_cfg, out:
             progress.best = _validation(policy, cfg, env_cfg, out, step, progress.best, bar)
         if step % cfg.save_every == 0 or step == cfg.steps:
             _checkpoint(policy, out, optimizer, scheduler, step, progress.best, unlogged(losses, step, cfg))
+
+
+def imitation_loss(policy: FlowPolicy, batch: dict, generator: torch.Generator, time_beta: float) -> torch.Tensor:
+    """The flow-matching loss of a batch of demonstration samples (LeRobot keys, action chunks (B, T, A) in joint
+    units), through the encoders: the noise (B, T, C), then the times (B,) ~ Beta(time_beta, 1), drawn on the CPU
+    from `generator`; computed on the policy's device."""
+    device = next(policy.parameters()).device
+    actions = policy.normalizer.normalize_action(batch["action"])
+    noise = torch.randn(*actions.shape[:2], policy.chain_dim, generator=generator)
+    t = flow_times(actions.shape[0], time_beta, generator)
+    return flow_matching_loss(policy, policy.encode(batch), actions.to(device), noise.to(device), t.to(device),
+                              pad=batch["action_is_pad"].to(device))
 
 
 def _validation_due(step: int, cfg: TrainConfig) -> bool:

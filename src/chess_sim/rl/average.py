@@ -9,6 +9,7 @@ averages their noise away. After each policy step: average <- decay * average + 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -54,3 +55,8 @@ class WeightAverage:
         for name, parameter in parameters.items():
             if name in weights:
                 parameter.copy_(weights[name])
+
+
+def averaged(module: nn.Module, average: WeightAverage | None):
+    """A block in which `module` holds the average's weights; with no average, its own."""
+    return average.applied(module) if average is not None else contextlib.nullcontext()

@@ -18,7 +18,6 @@ episodes (scenes `(train_seed, i)`, i continuing across iterations) and update. 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from dataclasses import asdict, replace
@@ -30,7 +29,7 @@ from chess_sim import jsonl, runs
 from chess_sim.config import EnvConfig, EvalConfig, RewardConfig, RLConfig, replace_fields
 from chess_sim.policy.base import observed_env
 from chess_sim.report.summary import summarize
-from chess_sim.rl.average import WeightAverage
+from chess_sim.rl.average import WeightAverage, averaged
 from chess_sim.rl.check import self_check, write_report
 from chess_sim.rl.flow_rl import FlowRL, cast_prefix
 from chess_sim.rl.ppo import ppo_update
@@ -212,7 +211,7 @@ def _validate(model: FlowRL, out: Path, iteration: int, cfg: RLConfig, env_cfg: 
     began = time.perf_counter()
     eval_cfg = EvalConfig(episodes=cfg.run.val_episodes, seed=cfg.run.val_seed, envs=cfg.run.envs, videos=videos)
     try:
-        with _saved_weights(model, average):
+        with averaged(model.policy, average):
             summary = validate(model.policy, out / "val" / f"iter_{iteration:04d}", eval_cfg, env_cfg,
                                f"{out.name} iteration {iteration}", backend)
     except EvalError as error:
@@ -221,15 +220,10 @@ def _validate(model: FlowRL, out: Path, iteration: int, cfg: RLConfig, env_cfg: 
             "val_seconds": time.perf_counter() - began}
 
 
-def _saved_weights(model: FlowRL, average: WeightAverage | None):
-    """The policy holds the weights the run validates and saves inside the block: the average, if any."""
-    return average.applied(model.policy) if average is not None else contextlib.nullcontext()
-
-
 def _checkpoint(out: Path, name: str, model: FlowRL, optimizer, generator: torch.Generator, state: dict,
                 average: WeightAverage | None = None) -> None:
     live = {} if average is None else {"live_policy": average.live_weights(model.policy)}
-    with _saved_weights(model, average):
+    with averaged(model.policy, average):
         runs.save_checkpoint(out / name, model.policy, {
             "critic": model.critic.state_dict(), "log_sigma": model.log_sigma.detach().clone(),
             "optimizer": optimizer.state_dict(), "generator": generator.get_state(),
