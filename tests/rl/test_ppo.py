@@ -66,6 +66,8 @@ def test_a_scored_mask_keeps_only_its_elements():
 def test_approx_kl_is_zero_at_ratio_one_and_positive_otherwise():
     assert float(approx_kl(torch.zeros(10))) == 0.0
     assert float(approx_kl(torch.tensor([0.1, -0.1]))) == pytest.approx(((math.exp(0.1) - 1.1) + (math.exp(-0.1) - 0.9)) / 2, rel=1e-4)
+    tiny = torch.tensor([1e-6, -2e-6, 3e-7, 5e-5])  # in float32, r - 1 rounds by more than these terms' size
+    assert float(approx_kl(tiny)) == pytest.approx(float((tiny.double() ** 2 / 2).mean()), rel=1e-3)
 
 
 def test_gaussian_step_log_prob_closed_form():

@@ -87,9 +87,10 @@ def clipped_policy_loss(log_ratios: torch.Tensor, advantages: torch.Tensor, clip
 
 def approx_kl(log_ratios: torch.Tensor) -> torch.Tensor:
     """Mean of (r - 1) - log r: an unbiased, non-negative estimate of KL(old || new), from log ratios clamped to
-    +-`LOG_RATIO_BOUND`."""
-    log_ratios = log_ratios.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
-    return (log_ratios.exp() - 1.0 - log_ratios).mean()
+    +-`LOG_RATIO_BOUND`. Computed in float64 with expm1: in float32 the rounding of r - 1 exceeds the estimate for
+    log ratios below ~1e-4 and can make it negative. Returned in the log ratios' dtype."""
+    log_ratios64 = log_ratios.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND).double()
+    return (torch.expm1(log_ratios64) - log_ratios64).mean().to(log_ratios.dtype)
 
 
 def normalized_advantages(storage) -> torch.Tensor:
