@@ -48,6 +48,19 @@ def test_elements_are_minus_the_flow_matching_errors_of_the_executed_chunk(model
     assert sample.log_probs.shape == (2, 3, 50, 6)
 
 
+def test_the_flow_scale_multiplies_every_element_and_must_be_positive(model):
+    batch = batch_of(2)
+    noise, times = model.draw_flow(2, torch.Generator().manual_seed(3))
+    chain = model.sample(batch, torch.randn(2, 50, 6), None, flow=(noise, times)).chain
+    scaled = FlowRL(model.policy, likelihood="flow", flow_draws=3, flow_scale=2.5).eval()
+    with torch.no_grad():
+        prefix = model.policy.encode(batch)
+        plain = model.flow_log_probs(chain, prefix, noise, times)
+        assert torch.allclose(scaled.flow_log_probs(chain, prefix, noise, times), 2.5 * plain, rtol=1e-6, atol=0)
+    with pytest.raises(ValueError, match="flow_scale must be positive"):
+        PPOConfig(flow_scale=0.0)
+
+
 def _storage(model, rewards):
     storage = Storage()
     generator = torch.Generator().manual_seed(2)
