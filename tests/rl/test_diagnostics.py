@@ -33,3 +33,20 @@ def test_episode_gradients_scale_with_the_advantage_and_vanish_without():
                                           (*episode, torch.zeros(2))], slice(0, 3))
     assert gradients.shape[0] == 3 and gradients[0].norm() > 0
     assert torch.allclose(gradients[1], 2 * gradients[0], rtol=1e-4, atol=1e-6) and not gradients[2].any()
+
+
+def test_episode_gradients_leave_out_the_actions_a_decision_does_not_execute():
+    torch.manual_seed(0)
+    policy = CompactPolicy(CompactConfig(width=32, layers=1, heads=2, image_size=32, steps=3), Normalizer.identity())
+    policy.eval().set_action_steps(10)
+    model = FlowRL(policy, NoiseConfig(sigma_start=0.2, sigma_end=0.02))
+    images = torch.rand(1, 3, 32, 32)
+    batch = {"observation.images.front": images, "observation.images.wrist": images,
+             "observation.state": torch.zeros(1, 6), "task": ["Move the white pawn from e2 to e4."]}
+    sample = model.sample(batch, torch.randn(1, 50, 6), torch.randn(1, 3, 50, 6))
+    unexecuted, executed = sample.chain.clone(), sample.chain.clone()
+    unexecuted[:, -1, 10:] += 1.0  # the end of the chunk, which the environment never sees
+    executed[:, -1, :10] += 1.0
+    gradients = episode_gradients(model, [(chain, sample.prefix, batch["observation.state"], torch.ones(1))
+                                          for chain in (sample.chain, unexecuted, executed)], slice(0, 3))
+    assert torch.allclose(gradients[0], gradients[1]) and not torch.allclose(gradients[0], gradients[2])

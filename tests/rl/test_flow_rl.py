@@ -123,6 +123,8 @@ def test_a_policy_executing_part_of_its_chunk_learns_from_that_part_alone(model)
         ppo_update(trained, stored, optimizer, PPOConfig(epochs=1, minibatch=2), torch.Generator().manual_seed(0))
         weights.append(trained.policy.state_dict())
     assert all(torch.equal(weights[0][key], weights[1][key]) for key in weights[0])
+    checks = [self_check(model, stored, {"chain": 1e-5}, clip=0.2) for stored in (storage, ignored)]
+    assert all(checks[0][key] == checks[1][key] for key in checks[0] if key.startswith(("shift_", "outside_clip_")))
     moved = model.policy.state_dict()
     assert any(not torch.equal(moved[key], weights[0][key]) for key in moved)
     earlier = copy.deepcopy(storage)  # an earlier transition's unexecuted elements shape the executed actions

@@ -80,22 +80,24 @@ def self_check(model: FlowRL, storage, lrs: dict[str, float], clip: float, decis
 def _one_update_shift(model: FlowRL, chain, prefix, state, old, lrs: dict[str, float], clip: float,
                       drawn: torch.Tensor | None, flow: tuple[torch.Tensor, torch.Tensor] | None) -> dict:
     """One Adam step of the per-element PPO loss (unit advantages of alternating sign) on a copy of the model;
-    how much log-probs then move at each granularity, and the share of ratios outside the clip range."""
+    how much log-probs then move at each granularity, and the share of ratios outside the clip range. Only the
+    elements PPO scores count (`FlowRL.scored_mask`: not the unexecuted actions of a shorter executed chunk)."""
     trial = copy.deepcopy(model)
     sets = trial.policy_parameter_sets()
     optimizer = torch.optim.Adam([{"params": params, "lr": lrs[name]} for name, params in sets.items()])
     advantages = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(chain.shape[0])])
     new, _ = trial.evaluate(chain, prefix, state, drawn, flow=flow)
-    clipped_policy_loss(log_ratio(new, old, "element"), advantages, clip)["pg_loss"].backward()
+    scored = model.scored_mask()
+    clipped_policy_loss(log_ratio(new, old, "element", scored), advantages, clip)["pg_loss"].backward()
     optimizer.step()
     with torch.no_grad():
         after, _ = trial.evaluate(chain, prefix, state, drawn, flow=flow)
     shift = {}
     for mode in ("element", "step", "chunk"):
-        moved = log_ratio(after, old, mode).abs()
-        shift[f"shift_{mode}_median_nats"] = float(moved.median())
-        shift[f"shift_{mode}_max_nats"] = float(moved.max())
-        shift[f"outside_clip_{mode}"] = float(((log_ratio(after, old, mode).exp() - 1).abs() > clip).float().mean())
+        moved = log_ratio(after, old, mode, scored)
+        shift[f"shift_{mode}_median_nats"] = float(moved.abs().median())
+        shift[f"shift_{mode}_max_nats"] = float(moved.abs().max())
+        shift[f"outside_clip_{mode}"] = float(((moved.exp() - 1).abs() > clip).float().mean())
     shift["update_lrs"] = {name: lrs[name] for name in sets}
     return shift
 
