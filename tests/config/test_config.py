@@ -4,8 +4,9 @@ replaced by name, and the profiles valid."""
 import pytest
 
 from chess_sim.cli_args import field_docs, leaf_fields
-from chess_sim.config import (PROFILES, RL_PROFILES, EnvConfig, EvalConfig, NoiseConfig, PPOConfig, RecordConfig,
-                              RLConfig, RunConfig, StartConfig, TrainConfig, replace_fields)
+from chess_sim.config import (PROFILES, RL_PROFILES, TEST_SEED, TRAIN_SEED, VALIDATION_SEED, EnvConfig, EvalConfig,
+                              NoiseConfig, PPOConfig, RecordConfig, RLConfig, RunConfig, StartConfig, TrainConfig,
+                              replace_fields)
 
 TREES = (EnvConfig, RecordConfig, TrainConfig, EvalConfig, RLConfig)
 
@@ -50,3 +51,8 @@ def test_profiles_are_valid_configs_of_their_kind():
     assert RL_PROFILES["smolvla"] == RLConfig()  # the seed's method on a GPU is the default
     compact = RL_PROFILES["compact"]
     assert compact.start.steer and compact.start.spread_noise > 0 and compact.ppo.lr == 0.0
+
+
+def test_rl_rolls_out_on_scenes_of_its_own_seed():
+    # not the demonstrations' scenes (a policy near its imitation start succeeds more often there), nor held-out ones
+    assert RunConfig().train_seed not in {TRAIN_SEED, VALIDATION_SEED, TEST_SEED}

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import fields, is_dataclass, replace
 
 TRAIN_SEED = 7_700_003
+"""Training scenes: the demonstrations (`record`)."""
+RL_TRAIN_SEED = 7_800_003
+"""RL rollouts' scenes: not those of the demonstrations, on which a policy near its imitation start succeeds more
+often than on new scenes (so training success would read high)."""
 VALIDATION_SEED = 9_300_003
 TEST_SEED = 5_500_001
 

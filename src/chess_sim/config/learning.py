@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
-from chess_sim.config.base import (ACTION_DIM, CHUNK, DENOISE_STEPS, TEST_SEED, TRAIN_SEED, VALIDATION_SEED, at_least,
-                                   require)
+from chess_sim.config.base import (ACTION_DIM, CHUNK, DENOISE_STEPS, RL_TRAIN_SEED, TEST_SEED, VALIDATION_SEED,
+                                   at_least, require)
 
 
 
@@ -208,8 +208,9 @@ class RunConfig:
     envs: int = 10
     """Simulators, spread over one worker process per core (or one Ray actor each); two groups take turns, the
     policy deciding for one while the other simulates: each policy batch holds about envs / 2 decisions."""
-    train_seed: int = TRAIN_SEED
-    """Training scenes (train_seed, i); i continues across iterations, so no scene repeats."""
+    train_seed: int = RL_TRAIN_SEED
+    """Training scenes (train_seed, i); i continues across iterations, so no scene repeats. The default is not the
+    demonstrations' seed."""
     val_seed: int = VALIDATION_SEED
     """Validation scenes (val_seed, 0..val_episodes-1), the same at every validation."""
     val_episodes: int = 60
