@@ -28,6 +28,11 @@ def test_draws_have_the_surrogate_shapes_and_training_time_distribution(model):
     assert noise.shape == (2000, 3, 50, 6) and times.shape == (2000, 3)
     beta = TrainConfig.time_beta  # Beta(beta, 1) has mean beta / (beta + 1), kept off t = 0
     assert float(times.min()) >= 0.001 and float(times.mean()) == pytest.approx(beta / (beta + 1), abs=0.01)
+    narrow = FlowRL(model.policy, likelihood="flow", flow_draws=3, flow_spread=0.5)  # paths from N(0, 0.5^2)
+    narrow_noise, narrow_times = narrow.draw_flow(2000, torch.Generator().manual_seed(0))
+    assert torch.equal(narrow_noise, 0.5 * noise) and torch.equal(narrow_times, times)
+    with pytest.raises(ValueError, match="flow_spread must be positive"):
+        PPOConfig(flow_spread=-0.5)
 
 
 def test_elements_are_minus_the_flow_matching_errors_of_the_executed_chunk(model):

@@ -77,7 +77,7 @@ class FlowRL(nn.Module):
 
     def __init__(self, policy: FlowPolicy, noise: NoiseConfig | None = None, start: StartConfig | None = None,
                  critic_width: int = 256, prefix_dtype: torch.dtype = torch.float32, likelihood: str = "chain",
-                 flow_draws: int = 4, flow_scale: float = 1.0):
+                 flow_draws: int = 4, flow_scale: float = 1.0, flow_spread: float = 1.0):
         super().__init__()
         noise, start = noise or NoiseConfig(), start or StartConfig()
         assert likelihood in LIKELIHOODS, f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}"
@@ -87,6 +87,8 @@ class FlowRL(nn.Module):
         """M, the (noise, time) draws per decision of the flow surrogate."""
         self.flow_scale = flow_scale
         """Nats per unit of flow-matching error in the surrogate's elements (`PPOConfig.flow_scale`)."""
+        self.flow_spread = flow_spread
+        """Standard deviation of the surrogate's noise draws (`PPOConfig.flow_spread`)."""
         features = feature_size(policy)
         brought = isinstance(policy, SteeredPolicy)
         if brought and start.steer and start.initial_spread != 1.0:
@@ -181,11 +183,11 @@ class FlowRL(nn.Module):
         return self.value(prefix, batch["observation.state"])
 
     def draw_flow(self, rows: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """The flow surrogate's draws for `rows` decisions: standard-normal noise (rows, M, T, C) and flow times
-        (rows, M) ~ Beta(`TrainConfig.time_beta`, 1) at its default, the distribution this project trains with (a
-        policy trained with another `--time-beta` is still scored at the default)."""
+        """The flow surrogate's draws for `rows` decisions: noise (rows, M, T, C) ~ N(0, `flow_spread`^2) and flow
+        times (rows, M) ~ Beta(`TrainConfig.time_beta`, 1) at its default, the distribution this project trains
+        with (a policy trained with another `--time-beta` is still scored at the default)."""
         policy, draws = self.policy, self.flow_draws
-        noise = torch.randn(rows, draws, policy.chunk, policy.chain_dim, generator=generator)
+        noise = self.flow_spread * torch.randn(rows, draws, policy.chunk, policy.chain_dim, generator=generator)
         return noise, flow_times(rows * draws, TrainConfig.time_beta, generator).view(rows, draws)
 
     @torch.no_grad()
