@@ -270,7 +270,7 @@ def decide(policy, observations: list[dict], instructions: list[str], generators
     """The evaluation protocol's decision for B observations (env format) in one policy batch: the actions to
     execute (B, S, 6) in SO-101 units, S = `cfg.action_steps` or the policy's own. Each row draws its x_0 (scaled by
     `cfg.start_spread`) and, with `cfg.noise`, its chain noise from its own generator (see the module docstring)."""
-    from chess_sim.policy.base import chunk_actions, noise_schedule, observation_batch, pad_rows, sample_chain
+    from chess_sim.policy.base import chunk_actions, in_blocks, noise_schedule, observation_batch, sample_chain
 
     batch = observation_batch(observations, instructions)
     executed = cfg.action_steps or policy.action_steps
@@ -283,6 +283,6 @@ def decide(policy, observations: list[dict], instructions: list[str], generators
         if cfg.noise is not None:
             noise.append(torch.randn((1, policy.steps, *shape[1:]), generator=generator))
     sigmas = noise_schedule(*cfg.noise, policy.steps) if cfg.noise is not None else None
-    chain = sample_chain(policy, policy.encode(pad_rows(batch)), pad_rows(torch.cat(x0)), sigmas,
-                         pad_rows(torch.cat(noise)) if noise else None)
+    chain = in_blocks(lambda rows, start, steps: sample_chain(policy, policy.encode(rows), start, sigmas, steps),
+                      batch, torch.cat(x0), torch.cat(noise) if noise else None)
     return chunk_actions(policy, chain[:, -1])[:, :executed].numpy()

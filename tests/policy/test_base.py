@@ -1,10 +1,10 @@
-"""Batch padding: `pad_rows` by hand, and the property it relies on: from MIN_ROWS rows up, every row of a batch
-is computed bit-identically whatever the batch size and the row's position."""
+"""Decision blocks: `pad_rows` and `in_blocks` by hand, and the property they give: a decision computed in blocks of
+DECISION_ROWS rows is bit-identical whatever else is in its batch and wherever it sits."""
 
 import torch
 
 from chess_sim.config import CompactConfig
-from chess_sim.policy.base import MIN_ROWS, Normalizer, pad_rows, sample_chunk
+from chess_sim.policy.base import DECISION_ROWS, Normalizer, in_blocks, pad_rows, sample_chunk
 from chess_sim.policy.compact import CompactPolicy
 
 
@@ -14,6 +14,20 @@ def test_pad_rows_repeats_the_last_row():
     assert padded["task"] == ["a", "b", "b", "b"]
     full = torch.arange(5.0)
     assert pad_rows(full, rows=4) is full
+
+
+def test_in_blocks_computes_fixed_size_blocks_and_keeps_the_rows_asked_for():
+    sizes = []
+
+    def compute(batch, extra, missing):
+        sizes.append((len(batch["task"]), len(extra[0]), missing))
+        return {"twice": 2 * batch["x"], "task": batch["task"]}, (extra[0] + 1, extra[1])
+
+    batch = {"x": torch.arange(6.0)[:, None], "task": list("abcdef")}
+    out, (plus_one, same) = in_blocks(compute, batch, (torch.arange(6), torch.zeros(6)), None, rows=4)
+    assert sizes == [(4, 4, None), (4, 4, None)]  # 6 rows: a full block, then 2 rows padded to 4
+    assert out["twice"].flatten().tolist() == [0, 2, 4, 6, 8, 10] and out["task"] == list("abcdef")
+    assert plus_one.tolist() == [1, 2, 3, 4, 5, 6] and same.shape == (6,)
 
 
 def test_a_decision_does_not_depend_on_the_rest_of_its_batch():
@@ -30,10 +44,10 @@ def test_a_decision_does_not_depend_on_the_rest_of_its_batch():
     def decide(rows: list[int]) -> torch.Tensor:
         picked = {name: [value[i] for i in rows] if name == "task" else value[rows] for name, value in batch.items()}
         with torch.no_grad():
-            return sample_chunk(policy, policy.encode(pad_rows(picked)), pad_rows(draws[rows]))[:len(rows)]
+            return in_blocks(lambda block, x0: sample_chunk(policy, policy.encode(block), x0), picked, draws[rows])
 
     alone = torch.cat([decide([i]) for i in range(count)])
     generator = torch.Generator().manual_seed(1)
-    for size in (2, 3, MIN_ROWS, 7, count):
+    for size in (2, 3, DECISION_ROWS, 7, count):
         rows = torch.randperm(count, generator=generator)[:size].tolist()
         assert torch.equal(decide(rows), alone[rows]), f"a batch of {size} changed its decisions"

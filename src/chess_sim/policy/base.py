@@ -15,7 +15,7 @@ A batch is a dict with LeRobot's feature names: `observation.images.front` and `
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -168,24 +168,71 @@ def flow_matching_loss(policy: FlowPolicy, prefix: Any, actions: torch.Tensor, n
     return (error * keep).sum() / (keep.sum() * error.shape[-1]).clamp_min(1.0)
 
 
-MIN_ROWS = 4
-"""Decision batches are padded to at least this many rows. On the CPU, PyTorch computes every row of a batch of 4
-or more bit-identically whatever the batch size and the row's position, while 1-3 rows take other kernels
-(measured for the compact policy, `tests/policy/test_base.py`); padded, a decision does not depend on what else
-is in its batch, so an episode's outcome does not depend on `--envs`, the backend or a resume point."""
+DECISION_ROWS = 4
+"""Decisions are computed in blocks of exactly this many rows (`in_blocks`). On the CPU a row's result depends on
+the batch size (PyTorch's matrix kernels change with it: on an AVX-512 machine a (128, 128) linear layer computes
+a row of 4- and 7-row batches differently) but not on the row's position or the other rows' values; so with every
+call the same size, a decision does not depend on what else is in its batch, and an episode's outcome does not
+depend on `--envs`, the backend or a resume point (`tests/policy/test_base.py`)."""
 
 
-def pad_rows(value, rows: int = MIN_ROWS):
-    """A batch-first tensor, list, or dict of them with its last row repeated up to `rows` rows (unchanged when
-    it has that many); the caller keeps the first B rows of whatever is computed from it."""
+def in_blocks(compute, *inputs, rows: int = DECISION_ROWS):
+    """`compute(*inputs)` for batch-first inputs of B rows (tensors, lists, dicts of them, or None), run on
+    blocks of exactly `rows` rows, the last padded by repeating its last row; the outputs' first B rows,
+    concatenated (tensors, lists, tuples, dicts and dataclasses of them, or None)."""
+    size = len(inputs[0]["task"] if isinstance(inputs[0], dict) else inputs[0])
+    outputs = [compute(*(pad_rows(take_rows(value, start, start + rows), rows) for value in inputs))
+               for start in range(0, size, rows)]
+    return take_rows(concat_rows(outputs), 0, size)
+
+
+def pad_rows(value, rows: int = DECISION_ROWS):
+    """A batch-first tensor or list (a list holds rows), a dict or tuple of them, or None, with its last row
+    repeated up to `rows` rows (unchanged when it has that many); the caller keeps the first B rows of whatever is
+    computed from it."""
+    if value is None:
+        return None
     if isinstance(value, dict):
         return {name: pad_rows(item, rows) for name, item in value.items()}
+    if isinstance(value, tuple):
+        return tuple(pad_rows(item, rows) for item in value)
     missing = rows - len(value)
     if missing <= 0:
         return value
     if isinstance(value, torch.Tensor):
         return torch.cat([value, value[-1:].expand(missing, *value.shape[1:])])
     return list(value) + [value[-1]] * missing
+
+
+def take_rows(value, start: int, stop: int):
+    """Rows start..stop-1 of a batch-first structure (see `in_blocks`)."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return {name: take_rows(item, start, stop) for name, item in value.items()}
+    if isinstance(value, tuple):
+        return tuple(take_rows(item, start, stop) for item in value)
+    if is_dataclass(value):
+        return replace(value, **{field.name: take_rows(getattr(value, field.name), start, stop)
+                                 for field in fields(value)})
+    return value[start:stop]
+
+
+def concat_rows(parts: list):
+    """Batch-first structures of the same shape, their rows concatenated (see `in_blocks`)."""
+    first = parts[0]
+    if first is None:
+        return None
+    if isinstance(first, torch.Tensor):
+        return torch.cat(parts)
+    if isinstance(first, dict):
+        return {name: concat_rows([part[name] for part in parts]) for name in first}
+    if isinstance(first, tuple):
+        return tuple(concat_rows(list(items)) for items in zip(*parts))
+    if is_dataclass(first):
+        return replace(first, **{field.name: concat_rows([getattr(part, field.name) for part in parts])
+                                 for field in fields(first)})
+    return [row for part in parts for row in part]
 
 
 def observation_batch(observations: list[dict], instructions: list[str]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from chess_sim.policy.base import observation_batch, pad_rows
+from chess_sim.policy.base import in_blocks, observation_batch
 from chess_sim.rl.flow_rl import FlowRL
 from chess_sim.rl.storage import Decision, Storage, split_prefix
 
@@ -66,10 +66,8 @@ class RolloutDriver:
         spread_draw = torch.randn(size, 1, generator=self.generator) if self.model.explores_spread else None
         draws = self.model.draw_flow(size, self.generator) if flow else None
         prepared = time.perf_counter()
-        # padded rows make each decision independent of the batch; only the first `size` rows are kept
-        padded = (lambda tensor: None if tensor is None else pad_rows(tensor))
-        sample = self.model.sample(pad_rows(batch), pad_rows(x0), padded(noise), padded(spread_draw),
-                                   None if draws is None else tuple(map(pad_rows, draws)))
+        # blocks of a fixed size make each decision independent of the batch
+        sample = in_blocks(self.model.sample, batch, x0, noise, spread_draw, draws)
         chunks = self.model.actions(sample.chain)[:, :policy.action_steps].numpy()
         self.parts["prep"] += prepared - began
         self.parts["sample"] += time.perf_counter() - prepared
