@@ -158,7 +158,7 @@ class EvalConfig:
     """Scenes evaluated, indices 0..N-1."""
     seed: int = TEST_SEED
     """Scene seed; the test seed by default."""
-    envs: int = 8
+    envs: int = 16
     """Simulators, spread over one worker process per core; they take turns in two groups, the policy deciding
     for one group while the other simulates. Outcomes do not depend on it (decisions are batch-invariant)."""
     videos: int = 0
