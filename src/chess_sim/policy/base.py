@@ -175,7 +175,7 @@ a row of 4- and 7-row batches differently) but not on the row's position or the 
 call the same size, a decision does not depend on what else is in its batch, and an episode's outcome does not
 depend on `--envs`, the backend or a resume point (`tests/policy/test_base.py`). Eight because from there the
 compact policy's cost per decision is flat (one thread: 35 ms for 1 row, 21.5 ms per row for 4, 18.4 for 8-32),
-and the default simulator counts (16 for evaluation and the compact profile's RL) hand it groups of 8."""
+and the compact profile's 16 RL simulators hand it groups of 8."""
 
 
 def in_blocks(compute, *inputs, rows: int = DECISION_ROWS):
