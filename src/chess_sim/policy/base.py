@@ -175,7 +175,7 @@ a row of 4- and 7-row batches differently) but not on the row's position or the 
 call the same size, a decision does not depend on what else is in its batch, and an episode's outcome does not
 depend on `--envs`, the backend or a resume point (`tests/policy/test_base.py`). Eight because from there the
 compact policy's cost per decision is flat (one thread: 35 ms for 1 row, 21.5 ms per row for 4, 18.4 for 8-32),
-and the compact profile's 16 RL simulators hand it groups of 8."""
+and 16 simulators (evaluation's default and the compact RL profile's) hand it groups of 8."""
 
 
 def in_blocks(compute, *inputs, rows: int = DECISION_ROWS):
@@ -242,7 +242,8 @@ def observation_batch(observations: list[dict], instructions: list[str]) -> dict
     # np.stack copies into a writable array: observations from Ray's object store are read-only views
     def images(name):
         stacked = torch.from_numpy(np.stack([obs["pixels"][name] for obs in observations]))
-        return stacked.permute(0, 3, 1, 2).float() / 255.0
+        # contiguous: a channels-last batch takes other convolution kernels, whose last bits differ
+        return stacked.permute(0, 3, 1, 2).contiguous().float() / 255.0
 
     return {"observation.images.front": images("front"), "observation.images.wrist": images("wrist"),
             "observation.state": torch.from_numpy(np.stack([obs["agent_pos"] for obs in observations])),
