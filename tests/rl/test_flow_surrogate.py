@@ -28,11 +28,6 @@ def test_draws_have_the_surrogate_shapes_and_training_time_distribution(model):
     assert noise.shape == (2000, 3, 50, 6) and times.shape == (2000, 3)
     beta = TrainConfig.time_beta  # Beta(beta, 1) has mean beta / (beta + 1), kept off t = 0
     assert float(times.min()) >= 0.001 and float(times.mean()) == pytest.approx(beta / (beta + 1), abs=0.01)
-    narrow = FlowRL(model.policy, likelihood="flow", flow_draws=3, flow_spread=0.5)  # paths from N(0, 0.5^2)
-    narrow_noise, narrow_times = narrow.draw_flow(2000, torch.Generator().manual_seed(0))
-    assert torch.equal(narrow_noise, 0.5 * noise) and torch.equal(narrow_times, times)
-    with pytest.raises(ValueError, match="flow_spread must be positive"):
-        PPOConfig(flow_spread=-0.5)
 
 
 def test_elements_are_minus_the_flow_matching_errors_of_the_executed_chunk(model):
@@ -51,19 +46,6 @@ def test_elements_are_minus_the_flow_matching_errors_of_the_executed_chunk(model
                 expected = -((velocity - (eps - action)) ** 2)
                 assert torch.allclose(sample.log_probs[i, m], expected, atol=1e-5)
     assert sample.log_probs.shape == (2, 3, 50, 6)
-
-
-def test_the_flow_scale_multiplies_every_element_and_must_be_positive(model):
-    batch = batch_of(2)
-    noise, times = model.draw_flow(2, torch.Generator().manual_seed(3))
-    chain = model.sample(batch, torch.randn(2, 50, 6), None, flow=(noise, times)).chain
-    scaled = FlowRL(model.policy, likelihood="flow", flow_draws=3, flow_scale=2.5).eval()
-    with torch.no_grad():
-        prefix = model.policy.encode(batch)
-        plain = model.flow_log_probs(chain, prefix, noise, times)
-        assert torch.allclose(scaled.flow_log_probs(chain, prefix, noise, times), 2.5 * plain, rtol=1e-6, atol=0)
-    with pytest.raises(ValueError, match="flow_scale must be positive"):
-        PPOConfig(flow_scale=0.0)
 
 
 def _storage(model, rewards):

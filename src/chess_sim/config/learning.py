@@ -263,17 +263,6 @@ class PPOConfig:
     flow_draws: int = 4
     """With `likelihood flow`: (noise, time) draws per decision; times ~ Beta(b, 1) at `TrainConfig.time_beta`'s
     default b, the distribution this project's policies are trained with."""
-    flow_scale: float = 1.0
-    """With `likelihood flow`: nats per unit of an element's flow-matching error (log-ratio = flow_scale x (error
-    before - error after)). Adam's step barely depends on it; the clip does: it stops an element's error from
-    moving by more than about clip / flow_scale, and the approximate KL grows as its square. 1: FPO's surrogate as
-    published, whose clip an update of the compact policy hardly ever reaches."""
-    flow_spread: float = 1.0
-    """With `likelihood flow`: the standard deviation of the surrogate's noise draws, the source of the
-    flow-matching paths it scores. 1: N(0, 1), the source the policy was trained from. Set to the rollouts' fixed
-    start spread (a hand-set temperature, `initial_spread`), the surrogate is the flow-matching loss of the
-    distribution the rollouts sample: fitting it to its own chunks then leaves that distribution where it is,
-    where scored from N(0, 1) each update narrows it once more."""
     push_away: bool = True
     """Decisions with a negative (normalised) advantage push the policy away from what they did; off: only the
     positive part of the advantages acts, so an update only pulls towards the better decisions (reward-weighted
@@ -305,8 +294,6 @@ class PPOConfig:
         at_least(self, 1, "epochs", "minibatch", "flow_draws")
         require(self.likelihood in LIKELIHOODS,
                 f"likelihood must be one of {', '.join(LIKELIHOODS)}, got {self.likelihood!r}")
-        require(self.flow_scale > 0, f"flow_scale must be positive, got {self.flow_scale}")
-        require(self.flow_spread > 0, f"flow_spread must be positive, got {self.flow_spread}")
         at_least(self, 0, "gamma", "lam", "clip", "vf_coef", "max_grad_norm", "target_kl", "lr", "critic_lr",
                   "critic_warmup")
         require(self.ratio in RATIOS, f"ratio must be one of {', '.join(RATIOS)}, got {self.ratio!r}")

@@ -77,7 +77,7 @@ class FlowRL(nn.Module):
 
     def __init__(self, policy: FlowPolicy, noise: NoiseConfig | None = None, start: StartConfig | None = None,
                  critic_width: int = 256, prefix_dtype: torch.dtype = torch.float32, likelihood: str = "chain",
-                 flow_draws: int = 4, flow_scale: float = 1.0, flow_spread: float = 1.0):
+                 flow_draws: int = 4):
         super().__init__()
         noise, start = noise or NoiseConfig(), start or StartConfig()
         assert likelihood in LIKELIHOODS, f"likelihood must be one of {LIKELIHOODS}, got {likelihood!r}"
@@ -85,10 +85,6 @@ class FlowRL(nn.Module):
         """`chain` (ReinFlow's exact chain log-density) or `flow` (FPO's flow-matching surrogate)."""
         self.flow_draws = flow_draws
         """M, the (noise, time) draws per decision of the flow surrogate."""
-        self.flow_scale = flow_scale
-        """Nats per unit of flow-matching error in the surrogate's elements (`PPOConfig.flow_scale`)."""
-        self.flow_spread = flow_spread
-        """Standard deviation of the surrogate's noise draws (`PPOConfig.flow_spread`)."""
         features = feature_size(policy)
         brought = isinstance(policy, SteeredPolicy)
         if brought and start.steer and start.initial_spread != 1.0:
@@ -183,11 +179,11 @@ class FlowRL(nn.Module):
         return self.value(prefix, batch["observation.state"])
 
     def draw_flow(self, rows: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """The flow surrogate's draws for `rows` decisions: noise (rows, M, T, C) ~ N(0, `flow_spread`^2) and flow
+        """The flow surrogate's draws for `rows` decisions: noise (rows, M, T, C) ~ N(0, 1) and flow
         times (rows, M) ~ Beta(`TrainConfig.time_beta`, 1) at its default, the distribution this project trains
         with (a policy trained with another `--time-beta` is still scored at the default)."""
         policy, draws = self.policy, self.flow_draws
-        noise = self.flow_spread * torch.randn(rows, draws, policy.chunk, policy.chain_dim, generator=generator)
+        noise = torch.randn(rows, draws, policy.chunk, policy.chain_dim, generator=generator)
         return noise, flow_times(rows * draws, TrainConfig.time_beta, generator).view(rows, draws)
 
     @torch.no_grad()
@@ -236,7 +232,7 @@ class FlowRL(nn.Module):
     def flow_log_probs(self, chain: torch.Tensor, prefix: Any, noise: torch.Tensor,
                        times: torch.Tensor) -> torch.Tensor:
         """(B, M, T, A) the flow surrogate's elements: minus the flow-matching errors of the executed chunk (the chain's
-        end, (B, K+1, T, C) given) under draws noise (B, M, T, C) and times (B, M), times `flow_scale`."""
+        end, (B, K+1, T, C) given) under draws noise (B, M, T, C) and times (B, M)."""
         batch, draws = times.shape
         policy = self.policy
         assert noise.shape == (batch, draws, policy.chunk, policy.chain_dim), \
@@ -244,7 +240,7 @@ class FlowRL(nn.Module):
         actions = chain[:, -1, :, :policy.action_dim].repeat_interleave(draws, dim=0)
         errors = flow_matching_errors(policy, repeat_prefix(prefix, draws), actions, noise.flatten(0, 1),
                                       times.flatten())
-        return -self.flow_scale * errors.view(batch, draws, policy.chunk, policy.action_dim)
+        return -errors.view(batch, draws, policy.chunk, policy.action_dim)
 
     def _transition_log_probs(self, chain: torch.Tensor, means: torch.Tensor) -> torch.Tensor:
         """(B, K, T, C) log N(x_{k+1}; mu_k, sigma_k^2) of every chain element."""

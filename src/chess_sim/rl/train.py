@@ -60,8 +60,7 @@ def build(policy_dir: Path, cfg: RLConfig) -> tuple[FlowRL, torch.optim.Optimize
         torch.manual_seed(cfg.run.seed)
         prefix_dtype = torch.float32 if policy.chain_dim == policy.action_dim else torch.bfloat16
         model = FlowRL(policy, cfg.noise, cfg.start, prefix_dtype=prefix_dtype, likelihood=cfg.ppo.likelihood,
-                       flow_draws=cfg.ppo.flow_draws, flow_scale=cfg.ppo.flow_scale,
-                       flow_spread=cfg.ppo.flow_spread).eval()
+                       flow_draws=cfg.ppo.flow_draws).eval()
     except ValueError as error:
         raise RLError(str(error)) from None
     lrs = cfg.policy_lrs()
