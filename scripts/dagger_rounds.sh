@@ -11,7 +11,8 @@
 # again continues the loop (a round takes longer than one sitting).
 #   scripts/dagger_rounds.sh DEMOS POLICY OUT [ROUNDS]
 # Sizes (environment): SCENES (100), BRANCH_EVERY (2), BRANCH_STEPS (100), START_SPREAD (1.0), STEPS (16000),
-# VAL_EPISODES (20), FROM (init), WORKERS (2).
+# VAL_EPISODES (20), FROM (init), WORKERS (2); training's LR and WARMUP_STEPS (train's defaults when unset: a round
+# that starts from the previous weights may want a lower peak).
 set -euo pipefail
 if (($# < 3)); then
     echo "usage: scripts/dagger_rounds.sh DEMOS POLICY OUT [ROUNDS]" >&2
@@ -39,6 +40,8 @@ for ((r = 1; r <= rounds; r++)); do
     datasets+=("$data")
 
     train=(--out "$round/train" --steps "${STEPS:-16000}" --val-episodes "${VAL_EPISODES:-20}")
+    [[ -n "${LR:-}" ]] && train+=(--lr "$LR")
+    [[ -n "${WARMUP_STEPS:-}" ]] && train+=(--warmup-steps "$WARMUP_STEPS")
     if [[ -f "$round/train/train_args.json" ]]; then
         train+=(--resume)
     elif [[ "${FROM:-init}" == init ]]; then
