@@ -2,6 +2,9 @@
 
 import csv
 import json
+import os
+import subprocess
+import sys
 from dataclasses import replace
 
 import imageio.v3 as iio
@@ -254,3 +257,9 @@ def test_cli_expert_eval_and_compare_smoke(tmp_path, capsys):
     assert len(table) == 5 and "reference" in table[2] and "+0.0, 0 / 0, p = 1" in table[3]
     rows = json.loads((tmp_path / "table.json").read_text())["rows"]
     assert [row["evaluation"] for row in rows] == [str(a), str(b), str(a)] and rows[1]["mcnemar_p"] == 1.0
+    reader, writer = os.pipe()
+    os.close(reader)  # a reader that has gone (`| head`): every write to the pipe fails
+    done = subprocess.run([sys.executable, "-m", "chess_sim.cli", "eval", "--compare", str(a), str(b)], stdout=writer,
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+    os.close(writer)
+    assert done.returncode == 0 and done.stderr == ""

@@ -221,6 +221,15 @@ def cmd_train(args: argparse.Namespace) -> dict:
     return summary
 
 
+def _print_report(text: str) -> None:
+    """Print a report that a reader may cut short (`| head`): a closed pipe ends the printing quietly (stdout then
+    points at /dev/null, so the interpreter's last flush cannot fail either)."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def cmd_eval(args: argparse.Namespace) -> dict:
     from chess_sim.report.compare import CompareError, ablation_table, compare, compare_many, comparison_table
     from chess_sim.eval import EvalError, evaluate
@@ -233,7 +242,7 @@ def cmd_eval(args: argparse.Namespace) -> dict:
             result = compare(*args.compare) if len(args.compare) == 2 else compare_many(args.compare)
         except CompareError as error:
             raise UsageError(str(error)) from None
-        print(comparison_table(result) if len(args.compare) == 2 else ablation_table(result))
+        _print_report(comparison_table(result) if len(args.compare) == 2 else ablation_table(result))
         return result
     if args.policy is None or args.out is None:
         raise UsageError("eval needs --policy DIR|expert and --out DIR (or --compare A B [C ...])")
