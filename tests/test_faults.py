@@ -93,7 +93,7 @@ def test_record_killed_and_resumed_equals_one_run(tiny_policy_dir, dataset, tmp_
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     from chess_sim.data.integrity import checked_metadata
-    from chess_sim.data.record import encoder_leftovers, read_progress
+    from chess_sim.data.commit import encoder_leftovers, read_progress
 
     _, work = run_verb("record", tmp_path / "whole", tiny_policy_dir, dataset)
     kills = killed_and_resumed("record", tmp_path / "parts", tiny_policy_dir, dataset, seed=4, work_seconds=work)

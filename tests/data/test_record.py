@@ -7,7 +7,8 @@ import pytest
 from recorded import episode_arrays, load
 
 from chess_sim.config import CameraConfig, RecordConfig, profile
-from chess_sim.data.record import RecordError, inspect, read_progress, record
+from chess_sim.data.commit import read_progress
+from chess_sim.data.record import RecordError, inspect, record
 from chess_sim.sim.env import ChessEnv
 
 pytestmark = pytest.mark.slow  # every test records real episodes (35 s for the shared fixture)

@@ -10,7 +10,8 @@ from recorded import episode_arrays, load
 
 from chess_sim.cli import main
 from chess_sim.config import CameraConfig, DaggerConfig, RecordConfig, profile
-from chess_sim.data.record import RecordError, read_progress, record
+from chess_sim.data.commit import read_progress
+from chess_sim.data.record import RecordError, record
 from chess_sim.imitation.bc import open_datasets
 from chess_sim.imitation.dagger import Dagger
 

@@ -9,20 +9,14 @@ a pure function of `(seed, episodes, profile, RecordConfig)`. Per-episode facts 
 column for (piece, squares, scene seed/index, outcome, recovery) go to `meta/chess_sim.json`, beside
 LeRobot's own metadata.
 
-Crash safety: after every saved episode the writer is finalised (parquet footers and metadata on disk) and
-resumed, so each episode lives in its own data and video files and earlier files are never touched again.
-Then a commit copies LeRobot's small shared metadata files (`info.json`, `stats.json`, `tasks.parquet`)
-together with our progress record into `meta/chess_sim_commit/`, swapped in by renames. A run that stops
-early is refused by the next run unless told `resume`; resuming restores the committed metadata, deletes the
-files of any episode after the last commit (what a hard kill may have left half-written) and goes on. A run
-stopped by Ctrl-C (or `stop_after`) finalises the writer first, so the dataset is loadable as it is.
+Crash safety: see `data/commit.py`; a run stopped by Ctrl-C (or `stop_after`) finalises the writer first, so the
+dataset is loadable as it is.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from collections import Counter
 from contextlib import closing
@@ -31,17 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from chess_sim import atomic
 from chess_sim.config import JOINT_NAMES, EnvConfig, RecordConfig
+from chess_sim.data.commit import Progress, commit, read_progress, roll_back_to_commit
 from chess_sim.data.integrity import DatasetFilesError, checked_metadata, repo_id
 from chess_sim.sim.episodes import expert_episode, ordered_map
 
-PROGRESS_FILE = "meta/chess_sim.json"
-"""A readable copy of the progress record, per-episode metadata included."""
-COMMIT_DIR = "meta/chess_sim_commit"
-SHARED_META = ("info.json", "stats.json", "tasks.parquet")
-"""LeRobot metadata files rewritten by every saved episode (the per-episode files are new each time)."""
-FORMAT = 1
 MOTOR_NAMES = [f"{joint}.pos" for joint in JOINT_NAMES]
 """LeRobot's SO-101 follower names its state and action entries `<joint>.pos`."""
 
@@ -157,54 +145,6 @@ def _worker_record(job: tuple[int, int]) -> tuple[int, list[Episode], dict | Non
     return index, *source.scene(env, expert, state, seed, index)
 
 
-@dataclass
-class Progress:
-    """Contents of `meta/chess_sim.json`."""
-
-    seed: int
-    episodes: int
-    env: dict
-    record: dict
-    next_index: int = 0
-    finished: bool = False
-    saved: list = None
-    failed: list = None
-    driven: list = None
-    """With a scene source (DAgger), its row per scene: the driving policy's own outcome."""
-
-    def __post_init__(self):
-        self.saved = self.saved or []
-        self.failed = self.failed or []
-        self.driven = self.driven or []
-
-
-def _commit(root: Path, progress: Progress) -> None:
-    """Atomically record `progress` together with the current shared LeRobot metadata."""
-    meta = root / "meta"
-    text = json.dumps({"format": FORMAT, **asdict(progress)}, indent=1)
-
-    def write(staging: Path) -> None:
-        for name in SHARED_META:
-            if (meta / name).is_file():
-                shutil.copy2(meta / name, staging / name)
-        (staging / "progress.json").write_text(text)
-
-    atomic.write_dir(root / COMMIT_DIR, write)
-    atomic.write_text(root / PROGRESS_FILE, text)
-
-
-def read_progress(root: Path) -> Progress | None:
-    """The last committed progress of the recording in `root`, or None if there is none."""
-    commit = Path(root) / COMMIT_DIR
-    atomic.recover_dir(commit)
-    path = commit / "progress.json"
-    if not path.is_file():
-        return None
-    data = json.loads(path.read_text())
-    data.pop("format", None)
-    return Progress(**data)
-
-
 def _config_dict(cfg: EnvConfig) -> dict:
     return json.loads(json.dumps(asdict(cfg)))
 
@@ -226,7 +166,7 @@ def _open_dataset(root: Path, cfg: EnvConfig, settings: dict, seed: int, episode
         if (progress.seed, progress.env, progress.record) != (seed, _config_dict(cfg), settings):
             raise RecordError(f"{root} was recorded with another seed, profile or recording settings; "
                               f"use a new --out")
-        _roll_back_to_commit(root, progress)
+        roll_back_to_commit(root, progress)
         progress.episodes = max(progress.episodes, episodes)
         progress.finished = False
         dataset = LeRobotDataset.resume(repo_id(root), root=root, rgb_encoder=encoder, **_streaming(cfg))
@@ -243,35 +183,8 @@ def _open_dataset(root: Path, cfg: EnvConfig, settings: dict, seed: int, episode
                                     root=root, robot_type="so101_follower", use_videos=True,
                                     rgb_encoder=encoder, **_streaming(cfg))
     progress = Progress(seed=seed, episodes=episodes, env=_config_dict(cfg), record=settings)
-    _commit(root, progress)
+    commit(root, progress)
     return dataset, progress
-
-
-def _roll_back_to_commit(root: Path, progress: Progress) -> None:
-    """Restore the committed shared metadata and delete every file of an episode saved after the commit.
-    Episode k (0-based, in the dataset) owns file index k of `data/`, each video stream and `meta/episodes/`."""
-    commit = root / COMMIT_DIR
-    for name in SHARED_META:
-        if (commit / name).is_file():
-            shutil.copy2(commit / name, root / "meta" / name)
-    info = json.loads((root / "meta" / "info.json").read_text())
-    chunk_size = int(info.get("chunks_size", 1000))
-    saved = len(progress.saved)
-    for folder in ("data", "videos", "meta/episodes"):
-        for path in sorted((root / folder).rglob("file-*.*")):
-            chunk = int(path.parent.name.split("-")[1])
-            if chunk * chunk_size + int(path.stem.split("-")[1]) >= saved:
-                path.unlink()
-    shutil.rmtree(root / "images", ignore_errors=True)
-    for leftover in encoder_leftovers(root):
-        shutil.rmtree(leftover)
-
-
-def encoder_leftovers(root: Path) -> list[Path]:
-    """Folders that LeRobot's streaming video encoder left in the dataset root when the recording was killed
-    mid-episode: `tmpXXXXXXXX/` holding only `*_streaming.mp4` files (the episode in progress, never saved)."""
-    return [folder for folder in sorted(root.glob("tmp*")) if folder.is_dir() and any(folder.iterdir())
-            and all(item.is_file() and item.name.endswith("_streaming.mp4") for item in folder.iterdir())]
 
 
 def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: int, workers: int = 2,
@@ -318,7 +231,7 @@ def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: i
                 if driven is not None:
                     progress.driven.append(driven)
                 progress.next_index = index + 1
-                _commit(root, progress)
+                commit(root, progress)
                 committed = (len(progress.saved), len(progress.failed))
                 bar.advance(note=f"saved {len(progress.saved)}  failed {len(progress.failed)}")
                 if stop_after is not None and saved_now >= stop_after:
@@ -329,10 +242,10 @@ def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: i
             # stopped inside a scene (Ctrl-C between its episodes): back to the scene's start, as --resume would
             # do, so the dataset lists no episode that meta/chess_sim.json does not
             del progress.saved[committed[0]:], progress.failed[committed[1]:]
-            _roll_back_to_commit(root, progress)
+            roll_back_to_commit(root, progress)
         seconds = bar.close()
     progress.finished = progress.next_index >= progress.episodes
-    _commit(root, progress)
+    commit(root, progress)
     return {**_summary(root, progress, frames, seconds, timing),
             **({} if source is None else source.summary(progress.driven))}
 
