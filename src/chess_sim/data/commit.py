@@ -1,6 +1,6 @@
 """Crash-safe commits of a recording: the progress record beside LeRobot's shared metadata.
 
-Crash safety: after every saved episode the writer is finalised (parquet footers and metadata on disk) and
+After every saved episode the writer is finalised (parquet footers and metadata on disk) and
 resumed, so each episode lives in its own data and video files and earlier files are never touched again.
 Then a commit copies LeRobot's small shared metadata files (`info.json`, `stats.json`, `tasks.parquet`)
 together with our progress record into `meta/chess_sim_commit/`, swapped in by renames. A run that stops
@@ -63,9 +63,9 @@ def commit(root: Path, progress: Progress) -> None:
 
 def read_progress(root: Path) -> Progress | None:
     """The last committed progress of the recording in `root`, or None if there is none."""
-    commit = Path(root) / COMMIT_DIR
-    atomic.recover_dir(commit)
-    path = commit / "progress.json"
+    committed = Path(root) / COMMIT_DIR
+    atomic.recover_dir(committed)
+    path = committed / "progress.json"
     if not path.is_file():
         return None
     data = json.loads(path.read_text())
@@ -76,10 +76,10 @@ def read_progress(root: Path) -> Progress | None:
 def roll_back_to_commit(root: Path, progress: Progress) -> None:
     """Restore the committed shared metadata and delete every file of an episode saved after the commit.
     Episode k (0-based, in the dataset) owns file index k of `data/`, each video stream and `meta/episodes/`."""
-    commit = root / COMMIT_DIR
+    committed = root / COMMIT_DIR
     for name in SHARED_META:
-        if (commit / name).is_file():
-            shutil.copy2(commit / name, root / "meta" / name)
+        if (committed / name).is_file():
+            shutil.copy2(committed / name, root / "meta" / name)
     info = json.loads((root / "meta" / "info.json").read_text())
     chunk_size = int(info.get("chunks_size", 1000))
     saved = len(progress.saved)
