@@ -93,6 +93,21 @@ def test_a_takeover_leaves_the_episode_as_it_was():
     env.close()
 
 
+def test_a_takeover_the_expert_gives_up_on_is_recorded_as_failed(monkeypatch):
+    """An expert that finds no plan holds still: 30 frames of an unmoving arm are no demonstration."""
+    from chess_sim.imitation.dagger import GAVE_UP, _takeover
+    from chess_sim.sim.env import ChessEnv
+    from chess_sim.sim.expert import ExpertDriver
+
+    env = ChessEnv(CFG)
+    expert = ExpertDriver(env)
+    env.reset(seed=SEED, options={"index": 0})
+    monkeypatch.setattr(expert.expert, "_reachable", lambda pose: False)
+    takeover = _takeover(env, expert, 30, 0, {})
+    assert takeover.row["end"] == GAVE_UP and GAVE_UP not in Dagger.kept_ends
+    env.close()
+
+
 def test_a_resumed_dagger_recording_equals_an_uninterrupted_one(tiny_policy_dir, tmp_path):
     dagger, rec = Dagger(str(tiny_policy_dir), TAKEOVER), RecordConfig(recovery_fraction=0.0)
     whole, parts = tmp_path / "whole", tmp_path / "parts"

@@ -78,3 +78,43 @@ def test_expert_check_runs_on_a_copy(env, expert):
     fresh = ChessEnv(replace(profile("baseline"), render=False, early_stop=True))
     fresh.reset(seed=SEED, options={"index": 0})
     assert np.array_equal(fresh.data.qpos, env.data.qpos)
+
+
+def _holding_far_from_the_base(env, expert):
+    """Scene 4 (a pawn to a square the expert reaches only tilted 16 degrees) driven until the expert holds the piece
+    and starts placing it."""
+    env.reset(seed=SEED, options={"index": 4})
+    env.step(expert.action())  # the expert starts this scene (its phase may still be another scene's)
+    while expert.expert.phase != "place":
+        env.step(expert.action())
+    assert np.rad2deg(expert.expert.grip.tilt) == pytest.approx(16.0)
+
+
+def test_a_takeover_with_the_piece_in_hand_places_it_tilted_from_where_the_arm_stands(env, expert):
+    """A fresh expert (which did not pick, so knows no grip) takes over a held piece bound for a far square: it
+    chooses a reachable tilt rather than giving up, and its first command continues from the present joints."""
+    _holding_far_from_the_base(env, expert)
+    driver = ExpertDriver(env)
+    with driver.on_a_copy():
+        present = env.units.to_units(env.data.qpos[env.scene.arm_qpos])
+        first = driver.action()
+        for _ in range(env.cfg.max_steps):
+            _, _, terminated, truncated, info = env.step(driver.action())
+            if terminated or truncated:
+                break
+        assert driver.expert.gave_up is None
+        assert np.rad2deg(driver.expert.grip.tilt) == pytest.approx(16.0)
+    assert info["end"] == "success"
+    assert np.abs(first - present)[:5].max() < 2.0
+
+
+def test_an_expert_that_finds_no_plan_holds_the_arm_where_it_stands(env, expert, monkeypatch):
+    """Giving up on a takeover must not command the rest pose (a jump of up to 180 degrees of wrist roll)."""
+    _holding_far_from_the_base(env, expert)
+    driver = ExpertDriver(env)
+    monkeypatch.setattr(driver.expert, "_reachable", lambda pose: False)
+    with driver.on_a_copy():
+        present = env.units.to_units(env.data.qpos[env.scene.arm_qpos])
+        held = [driver.action() for _ in range(3)]
+        assert driver.expert.gave_up == "no approach tilt places the piece in hand"
+    assert all(np.allclose(command, present, atol=1e-3) for command in held)

@@ -7,8 +7,8 @@ Time convention: a takeover at the policy's decision d starts from the state the
 executed chunks); its frame t holds the observation before the expert's command t, as every recorded episode does,
 so frame 0 is exactly what the policy saw. The policy's own commands are never recorded: DAgger labels the states
 a policy reaches with what the expert would do there. Takeovers from a state where a piece already toppled or a
-neighbour was pushed are not made (no demonstration can undo them); takeovers the expert itself spoils are
-returned as failed.
+neighbour was pushed are not made (no demonstration can undo them); takeovers the expert itself spoils, or gives
+up on, are returned as failed.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from chess_sim.sim.judge import episode_row
 RUNNING = "running"
 """End of a takeover that was still going when its `branch_steps` or the episode's time ran out (kept: a good
 demonstration so far)."""
+GAVE_UP = "gave_up"
+"""End of a takeover in which the expert found no plan and held still: not a demonstration (counted as failed)."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,8 @@ def _takeover(env, expert, steps: int, index: int, provenance: dict):
     with expert.on_a_copy():
         info, _, physics_s = expert_steps(env, expert, recorder.observe, recorder.keep, limit=steps)
         row = episode_row(info)
+        gave_up = expert.expert.gave_up is not None
     if row["end"] in (None, "timeout"):  # cut short by its step budget or by the policy episode's time limit
-        row["end"] = RUNNING
+        row["end"] = GAVE_UP if gave_up else RUNNING
     return recorder.episode(index, row, recovery=False, physics_s=physics_s, provenance=provenance)
 

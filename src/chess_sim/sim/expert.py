@@ -93,7 +93,9 @@ class Expert:
         self.phase = "idle"
         self.last_target = self.home_rad
 
-    def reset(self, task: Task, target_slot: int) -> None:
+    def reset(self, task: Task, target_slot: int, data: mujoco.MjData | None = None) -> None:
+        """Start on `task`; with `data` it takes over from that state, holding the arm where it stands (not at
+        the rest pose) should it find no plan."""
         self.task = task
         self.target = target_slot
         # IK restarts draw from this: reseeded per scene so a rollout depends on (seed, index) alone, not on
@@ -105,7 +107,9 @@ class Expert:
         self.plan = []
         self.phase = "idle"
         self.grip: Grip | None = None
-        self.last_target = self.home_rad
+        self.last_target = self.home_rad if data is None else self._arm_rad(data)
+        self.gave_up: str | None = None
+        """Why it stopped planning (an unreachable waypoint), None while it has a plan."""
 
     # ---------------------------------------------------------------- state
     def _arm_rad(self, data: mujoco.MjData) -> np.ndarray:
@@ -156,7 +160,8 @@ class Expert:
     def _replan(self, data: mujoco.MjData) -> None:
         try:
             self._plan_phase(data)
-        except Unreachable:  # hold still rather than flail
+        except Unreachable as error:  # hold still rather than flail
+            self.gave_up = str(error)
             self.phase = "done"
             self.plan = [self.last_target]
 
@@ -207,13 +212,10 @@ class Expert:
         position = self._piece(data)
         tcp = data.site_xpos[self.scene.tcp_site].copy()
         rot = data.site_xmat[self.scene.tcp_site].reshape(3, 3)
-        grip = self.grip or Grip(tilt=0.0, pick_closing=rot[:, 0], place_closing=rot[:, 0])
         in_hand = rot.T @ (position - tcp)  # piece base in the tcp frame
-        c = _closing_for(np.array([*self.goal, 0.0]), grip.place_closing, grip.tilt)
-        pose = grasp_pose(np.array([*self.goal, 0.1]), c, grip.tilt)
-        rot_place = np.column_stack([pose.closing, np.cross(-pose.approach, pose.closing), -pose.approach])
-        base_goal = np.array([self.goal[0], self.goal[1], self.scene.board_top - PLACE_PRESS])
-        tcp_goal = base_goal - rot_place @ in_hand
+        if self.grip is None:
+            self.grip = self._grip_in_hand(tcp, rot, in_hand)
+        c, tcp_goal = self._place_target(self.grip, in_hand)
         carry_z = max(tcp[2], tcp_goal[2] + CARRY_CLEARANCE)
         above = tcp_goal + np.array([0.0, 0.0, carry_z - tcp_goal[2]])
         near = tcp_goal + np.array([0.0, 0.0, 0.01])
@@ -230,6 +232,32 @@ class Expert:
         plan += self._line(plan[-1], tcp_goal, unstick, c, GRIPPER_OPEN_RAD, speed=LINEAR_SPEED / 3)
         plan += self._line(plan[-1], unstick, unstick + np.array([0.0, 0.0, HOVER]), c, GRIPPER_OPEN_RAD)
         return plan
+
+    def _place_target(self, grip: Grip, in_hand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(closing direction, tcp position) that set the piece held at `in_hand` (its base in the tcp frame) on the
+        goal square, pressed `PLACE_PRESS` into it."""
+        c = _closing_for(np.array([*self.goal, 0.0]), grip.place_closing, grip.tilt)
+        pose = grasp_pose(np.array([*self.goal, 0.1]), c, grip.tilt)
+        rot_place = np.column_stack([pose.closing, np.cross(-pose.approach, pose.closing), -pose.approach])
+        base_goal = np.array([self.goal[0], self.goal[1], self.scene.board_top - PLACE_PRESS])
+        return c, base_goal - rot_place @ in_hand
+
+    def _grip_in_hand(self, tcp: np.ndarray, rot: np.ndarray, in_hand: np.ndarray) -> Grip:
+        """Taking over with the piece already in the jaws: the jaws keep closing the way they close now, and the
+        place uses the reachable tilt nearest the hand's present one, so the piece lands as upright as it is held
+        (far squares are out of reach at tilt 0)."""
+        closing = rot[:, 0] * np.array([1.0, 1.0, 0.0])
+        closing = closing / np.linalg.norm(closing) if np.linalg.norm(closing) > 1e-6 else rot[:, 0]
+        radial = np.array([tcp[0], tcp[1], 0.0]) / np.linalg.norm(tcp[:2])
+        approach = -rot[:, 2]
+        present = np.rad2deg(np.arctan2(np.dot(approach, radial), -approach[2]))
+        for tilt_deg in sorted(TILTS_DEG, key=lambda tilt: abs(tilt - present)):
+            grip = Grip(tilt=np.deg2rad(tilt_deg), pick_closing=closing, place_closing=closing)
+            c, tcp_goal = self._place_target(grip, in_hand)
+            above = tcp_goal + np.array([0.0, 0.0, max(CARRY_CLEARANCE, tcp[2] - tcp_goal[2])])
+            if all(self._reachable(grasp_pose(point, c, grip.tilt)) for point in (tcp_goal, above)):
+                return grip
+        raise Unreachable("no approach tilt places the piece in hand")
 
     def _plan_retreat(self, q: np.ndarray) -> list[np.ndarray]:
         opening = self._open_gripper(q, 0.2)
@@ -356,7 +384,7 @@ class ExpertDriver:
         """Inside the block the expert, planning afresh, may drive the env from its current state; afterwards the
         episode is back where it was (physics, judge, step count, rewards paid) and the expert replans."""
         saved = self.env.save_state()
-        self.expert.reset(self.env.task, self.env.target_slot)
+        self.expert.reset(self.env.task, self.env.target_slot, self.env.data)
         try:
             yield
         finally:
