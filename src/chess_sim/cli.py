@@ -192,14 +192,14 @@ def _dagger_of(args: argparse.Namespace):
 
 
 def _print_inspection(summary: dict) -> None:
-    print(f"{summary['dataset']}: {summary['episodes']} episodes, {summary['frames']} frames at {summary['fps']} fps"
-          f" ({'finished' if summary['finished'] else 'unfinished'} recording)")
-    print(f"  pieces: {summary['pieces']}  recovery episodes: {summary['recovery_episodes']}")
-    for key, feature in summary["features"].items():
-        print(f"  {key:<26} {feature['dtype']:<8} {tuple(feature['shape'])}")
-    for key, stats in summary["stats"].items():
-        print(f"  {key} mean {stats.get('mean')}  std {stats.get('std')}")
-    print(f"  {len(summary['instructions'])} instructions, e.g. {summary['instructions'][:3]}")
+    lines = [f"{summary['dataset']}: {summary['episodes']} episodes, {summary['frames']} frames at {summary['fps']} fps"
+             f" ({'finished' if summary['finished'] else 'unfinished'} recording)",
+             f"  pieces: {summary['pieces']}  recovery episodes: {summary['recovery_episodes']}"]
+    lines += [f"  {key:<26} {feature['dtype']:<8} {tuple(feature['shape'])}"
+              for key, feature in summary["features"].items()]
+    lines += [f"  {key} mean {stats.get('mean')}  std {stats.get('std')}" for key, stats in summary["stats"].items()]
+    lines.append(f"  {len(summary['instructions'])} instructions, e.g. {summary['instructions'][:3]}")
+    _print_report("\n".join(lines))
 
 
 def cmd_train(args: argparse.Namespace) -> dict:
@@ -314,7 +314,7 @@ def cmd_rl_check(args: argparse.Namespace) -> dict:
         storage, _, _ = collect(model, vec, cfg, 0, generator)
     result = self_check(model, storage, cfg.policy_lrs(), cfg.ppo.clip)
     write_report(result, args.out)
-    print((args.out / "check.md").read_text().strip())
+    _print_report((args.out / "check.md").read_text().strip())
     if not result["passed"]:
         raise UsageError(f"self-check failed; see {args.out / 'check.md'}")
     return result

@@ -1,5 +1,8 @@
 """Recording expert episodes as a LeRobot dataset: loads in LeRobot, replays, resumes identically."""
 
+import os
+import subprocess
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -150,3 +153,14 @@ def test_inspect_reports_episodes_and_instructions(two_episodes):
     assert len(report["instructions"]) >= 1 and report["instructions"][0].startswith("Move the ")
     assert set(report["stats"]) == {"observation.state", "action"}
     assert report["features"]["observation.images.front"]["shape"] == [64, 64, 3]
+
+
+def test_inspect_printed_into_a_closed_pipe_ends_quietly(two_episodes):
+    """`chess-sim record --inspect DIR | head -1`: the reader leaves early, the report stops without a traceback."""
+    root, _ = two_episodes
+    reader, writer = os.pipe()
+    os.close(reader)
+    done = subprocess.run([sys.executable, "-m", "chess_sim.cli", "record", "--inspect", str(root)], stdout=writer,
+                          stderr=subprocess.PIPE, text=True, timeout=120)
+    os.close(writer)
+    assert done.returncode == 0 and done.stderr == ""
