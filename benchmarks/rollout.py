@@ -30,7 +30,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from chess_sim.config import RL_PROFILES, TRAIN_SEED, EvalConfig, profile  # noqa: E402
+from chess_sim.config import RL_PROFILES, EvalConfig, profile  # noqa: E402
 from chess_sim.eval import evaluate  # noqa: E402
 from chess_sim.rl.rollout import RolloutDriver  # noqa: E402
 from chess_sim.rl.storage import Storage  # noqa: E402
