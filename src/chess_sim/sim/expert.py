@@ -56,6 +56,11 @@ LINEAR_SPEED = 0.06
 """m/s on descents, lifts and retreats."""
 SEGMENT_STEP = 0.01
 """IK points every 1 cm along straight segments."""
+RESUME_RADIUS = 0.003
+"""Taking over, a tcp this close to a descent's vertical line (and turned as that descent needs) goes on down
+from where it is: a fresh plan climbing back to the hover point would teach the policy to undo its approach."""
+RESUME_ANGLE_DEG = 10.0
+"""... turned within this angle of the descent's closing direction."""
 
 
 def rest_pose(scene: Scene, ik: ArmIK | None = None) -> np.ndarray:
@@ -152,7 +157,7 @@ class Expert:
             self.plan = self._plan_place(data, q)
         elif self._placed(data):
             self.phase = "done" if self.phase == "retreat" else "retreat"
-            self.plan = self._plan_retreat(q) if self.phase == "retreat" else [self.home_rad]
+            self.plan = self._plan_retreat(data, q) if self.phase == "retreat" else [self.home_rad]
         else:
             self.phase = "pick"
             self.plan = self._plan_pick(data, q)
@@ -201,9 +206,17 @@ class Expert:
         aim = pick + GRASP_OFFSET * c
         hover = aim + np.array([0.0, 0.0, HOVER])
         lift = aim + np.array([0.0, 0.0, CARRY_CLEARANCE + 0.005])
-        plan = self._open_gripper(q, 0.3)
-        plan += self._free_move(plan[-1], hover, c)
-        plan += self._line(plan[-1], hover, aim, c, GRIPPER_OPEN_RAD)
+        tcp = data.site_xpos[self.scene.tcp_site].copy()
+        descent = self._resumable(data, tcp, aim, hover, c)
+        gripper_open = q[5] > GRIPPER_OPEN_RAD - 0.02
+        if descent and tcp[2] - aim[2] < 0.002:  # at the grasp point: close (or go on closing) here
+            plan = [q]
+        elif descent and gripper_open:
+            plan = self._line(q, tcp, aim, c, GRIPPER_OPEN_RAD)
+        else:
+            plan = self._open_gripper(q, 0.3)
+            plan += self._free_move(plan[-1], hover, c)
+            plan += self._line(plan[-1], hover, aim, c, GRIPPER_OPEN_RAD)
         plan += self._gripper(plan[-1], GRIPPER_CLOSED_RAD, 0.6)
         plan += self._line(plan[-1], aim, lift, c, GRIPPER_CLOSED_RAD)
         return plan
@@ -221,11 +234,17 @@ class Expert:
         near = tcp_goal + np.array([0.0, 0.0, 0.01])
         closed = GRIPPER_CLOSED_RAD
         plan: list[np.ndarray] = []
-        plan += self._line(np.append(q[:5], closed), tcp, np.array([tcp[0], tcp[1], carry_z]), rot[:, 0], closed,
-                           keep_orientation=True)
-        plan += self._free_move(plan[-1], above, c, gripper=closed)
-        plan += self._line(plan[-1], above, near, c, closed)
-        plan += self._line(plan[-1], near, tcp_goal, c, closed, speed=LINEAR_SPEED / 3)
+        if self._resumable(data, tcp, tcp_goal, above, c):  # already lowering the piece onto its square
+            q_closed = np.append(q[:5], closed)
+            plan += self._line(q_closed, tcp, near, c, closed) if tcp[2] > near[2] else [q_closed]
+            plan += self._line(plan[-1], tcp if tcp[2] <= near[2] else near, tcp_goal, c, closed,
+                               speed=LINEAR_SPEED / 3)
+        else:
+            plan += self._line(np.append(q[:5], closed), tcp, np.array([tcp[0], tcp[1], carry_z]), rot[:, 0],
+                               closed, keep_orientation=True)
+            plan += self._free_move(plan[-1], above, c, gripper=closed)
+            plan += self._line(plan[-1], above, near, c, closed)
+            plan += self._line(plan[-1], near, tcp_goal, c, closed, speed=LINEAR_SPEED / 3)
         plan += self._gripper(plan[-1], GRIPPER_OPEN_RAD, 0.4)
         # The piece was pushed against the fixed pad: step away from it before rising, or it drags the piece.
         unstick = tcp_goal - RELEASE_SHIFT * c
@@ -259,9 +278,28 @@ class Expert:
                 return grip
         raise Unreachable("no approach tilt places the piece in hand")
 
-    def _plan_retreat(self, q: np.ndarray) -> list[np.ndarray]:
+    def _plan_retreat(self, data: mujoco.MjData, q: np.ndarray) -> list[np.ndarray]:
         opening = self._open_gripper(q, 0.2)
+        tcp = data.site_xpos[self.scene.tcp_site].copy()
+        if tcp[2] - self._piece(data)[2] < self.shape.grasp_height + HOVER / 2:
+            # Taking over while the jaws let go: step off the fixed pad and rise first, as the place plan does,
+            # or the jaws drag the piece on the way home.
+            c = data.site_xmat[self.scene.tcp_site].reshape(3, 3)[:, 0].copy()
+            unstick = tcp - RELEASE_SHIFT * c
+            opening += self._line(opening[-1], tcp, unstick, c, GRIPPER_OPEN_RAD, speed=LINEAR_SPEED / 3,
+                                  keep_orientation=True)
+            opening += self._line(opening[-1], unstick, unstick + np.array([0.0, 0.0, HOVER]), c, GRIPPER_OPEN_RAD,
+                                  keep_orientation=True)
         return opening + self._joint_move(opening[-1], self.home_rad)
+
+    def _resumable(self, data: mujoco.MjData, tcp: np.ndarray, bottom: np.ndarray, top: np.ndarray,
+                   closing: np.ndarray) -> bool:
+        """Whether the tcp is on the vertical descent from `top` to `bottom` (within `RESUME_RADIUS`, 2 mm of slack
+        in height), with the jaws closing along `closing`: where a plan that had brought it there would go on."""
+        rot = data.site_xmat[self.scene.tcp_site].reshape(3, 3)
+        return bool(np.linalg.norm(tcp[:2] - bottom[:2]) <= RESUME_RADIUS
+                    and bottom[2] - 0.002 <= tcp[2] <= top[2] + 0.002
+                    and np.dot(rot[:, 0], closing) >= np.cos(np.deg2rad(RESUME_ANGLE_DEG)))
 
     # ---------------------------------------------------------------- trajectory pieces
     def _solve(self, position: np.ndarray, closing: np.ndarray, q_near: np.ndarray) -> Solution:
