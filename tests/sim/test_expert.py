@@ -9,6 +9,7 @@ from chess_sim.config import profile
 from chess_sim.sim.env import ChessEnv
 from chess_sim.sim.episodes import expert_episode
 from chess_sim.sim.expert import ExpertDriver
+from chess_sim.sim.pieces import piece_shape
 
 SEED = 5_500_001
 
@@ -118,3 +119,28 @@ def test_an_expert_that_finds_no_plan_holds_the_arm_where_it_stands(env, expert,
         held = [driver.action() for _ in range(3)]
         assert driver.expert.gave_up == "no approach tilt places the piece in hand"
     assert all(np.allclose(command, present, atol=1e-3) for command in held)
+
+
+def test_an_expert_taking_over_mid_descent_goes_on_as_the_one_that_started_it(env, expert):
+    """A fresh expert taking over 2.5 cm above the grasp, on the way down, commands what the expert that planned
+    the descent commands (DAgger's labels agree with the demonstrations' there), not a climb back to hover."""
+    env.reset(seed=SEED, options={"index": 2})
+    body = env.scene.slots[env.target_slot].body
+    grasp = piece_shape(env.task.piece).grasp_height
+    while True:
+        command = expert.action()
+        height = env.data.site_xpos[env.scene.tcp_site][2] - env.data.xpos[body][2] - grasp
+        if expert.expert.phase == "pick" and height < 0.025 and len(expert.expert.plan) > 30:
+            break
+        env.step(command)
+    fresh = ExpertDriver(env)
+    with fresh.on_a_copy():
+        taking_over = [fresh.action()]
+        for _ in range(29):
+            env.step(taking_over[-1])
+            taking_over.append(fresh.action())
+    planned = [command]
+    for _ in range(29):
+        env.step(planned[-1])
+        planned.append(expert.action())
+    assert np.abs(np.array(taking_over) - np.array(planned)).max() < 2.0
