@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from chess_sim.sim.grasp import closing_for, jaw_room, smooth
 from chess_sim.sim.ik import ArmIK, Pose, Solution, grasp_pose
 from chess_sim.sim.pieces import PieceShape, piece_shape
 from chess_sim.sim.scene import Scene
@@ -181,9 +182,9 @@ class Expert:
             tilt = np.deg2rad(tilt_deg)
             candidates = []
             for sign in (1.0, -1.0):
-                pick_c = _closing_for(pick_point, sign * hint, tilt)
-                place_c = _closing_for(place_point, pick_c if tilt == 0 else sign * hint, tilt)
-                room = min(_jaw_room(pick_point, pick_c, neighbours), _jaw_room(place_point, place_c, neighbours))
+                pick_c = closing_for(pick_point, sign * hint, tilt)
+                place_c = closing_for(place_point, pick_c if tilt == 0 else sign * hint, tilt)
+                room = min(jaw_room(pick_point, pick_c, neighbours), jaw_room(place_point, place_c, neighbours))
                 candidates.append((room, sign, pick_c, place_c))
             for _, _, pick_c, place_c in sorted(candidates, key=lambda item: (-item[0], -item[1])):
                 poses = [grasp_pose(p + dz, c, tilt) for p, c in ((pick_point, pick_c), (place_point, place_c))
@@ -255,7 +256,7 @@ class Expert:
     def _place_target(self, grip: Grip, in_hand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(closing direction, tcp position) that set the piece held at `in_hand` (its base in the tcp frame) on the
         goal square, pressed `PLACE_PRESS` into it."""
-        c = _closing_for(np.array([*self.goal, 0.0]), grip.place_closing, grip.tilt)
+        c = closing_for(np.array([*self.goal, 0.0]), grip.place_closing, grip.tilt)
         pose = grasp_pose(np.array([*self.goal, 0.1]), c, grip.tilt)
         rot_place = np.column_stack([pose.closing, np.cross(-pose.approach, pose.closing), -pose.approach])
         base_goal = np.array([self.goal[0], self.goal[1], self.scene.board_top - PLACE_PRESS])
@@ -315,7 +316,7 @@ class Expert:
 
     def _joint_move(self, q_from: np.ndarray, q_to: np.ndarray) -> list[np.ndarray]:
         seconds = max(0.4, float(np.abs(q_to[:5] - q_from[:5]).max()) / ARM_SPEED)
-        return _smooth(q_from, q_to, max(1, round(seconds / self.dt)))
+        return smooth(q_from, q_to, max(1, round(seconds / self.dt)))
 
     def _line(self, q_from: np.ndarray, start: np.ndarray, end: np.ndarray, closing: np.ndarray, gripper: float,
               speed: float = LINEAR_SPEED, keep_orientation: bool = False) -> list[np.ndarray]:
@@ -334,7 +335,7 @@ class Expert:
                 if not solution.ok:
                     raise Unreachable(f"tcp position {target}")
                 q_next = np.append(solution.q, gripper)
-            plan += _smooth(q, q_next, steps_per_point, ease=(k == 1, k == points))
+            plan += smooth(q, q_next, steps_per_point, ease=(k == 1, k == points))
             q = q_next
         return plan
 
@@ -352,51 +353,14 @@ class Expert:
         target[5] = value
         steps = max(1, round(seconds / self.dt))
         half = steps // 2
-        return _smooth(q, target, half) + [target] * (steps - half)
+        return smooth(q, target, half) + [target] * (steps - half)
 
     def _open_gripper(self, q: np.ndarray, seconds: float) -> list[np.ndarray]:
         """Open the jaws where the arm stands (a single step when they are open already)."""
         opened = np.append(q[:5], GRIPPER_OPEN_RAD)
         if abs(q[5] - GRIPPER_OPEN_RAD) < 0.02:
             return [opened]
-        return _smooth(q, opened, max(1, round(seconds / self.dt)))
-
-
-MOVING_JAW_REACH = 0.017
-"""Horizontal distance from a gripped piece's axis to the middle of the open moving jaw (the fixed jaw's
-is ~8 mm): what neighbours on that side must clear."""
-FIXED_JAW_REACH = 0.008
-
-
-def _jaw_room(point: np.ndarray, closing: np.ndarray, neighbours: np.ndarray) -> float:
-    """Smallest distance from either open jaw to a neighbouring piece's axis (m)."""
-    if len(neighbours) == 0:
-        return np.inf
-    jaws = [point[:2] + MOVING_JAW_REACH * closing[:2], point[:2] - FIXED_JAW_REACH * closing[:2]]
-    return float(min(np.linalg.norm(neighbours - jaw, axis=1).min() for jaw in jaws))
-
-
-def _closing_for(point: np.ndarray, hint: np.ndarray, tilt: float) -> np.ndarray:
-    """Closing direction at `point`: the hint when approaching vertically; with a tilt it must be horizontal
-    and perpendicular to the radial plane, so the tangential direction nearest the hint."""
-    if tilt == 0.0:
-        return hint / np.linalg.norm(hint)
-    radial = np.array([point[0], point[1], 0.0]) / np.linalg.norm(point[:2])
-    tangent = np.cross([0.0, 0.0, 1.0], radial)
-    return tangent if np.dot(tangent, hint) >= 0 else -tangent
-
-
-def _smooth(q_from: np.ndarray, q_to: np.ndarray, steps: int, ease: tuple[bool, bool] = (True, True)
-            ) -> list[np.ndarray]:
-    """`steps` targets from q_from (excluded) to q_to (included) on a cosine (ease-in/out) profile."""
-    s = np.arange(1, steps + 1) / steps
-    if ease == (True, True):
-        s = 0.5 - 0.5 * np.cos(np.pi * s)
-    elif ease[0]:
-        s = 1.0 - np.cos(0.5 * np.pi * s)
-    elif ease[1]:
-        s = np.sin(0.5 * np.pi * s)
-    return [q_from + (q_to - q_from) * si for si in s]
+        return smooth(q, opened, max(1, round(seconds / self.dt)))
 
 
 class ExpertDriver:
