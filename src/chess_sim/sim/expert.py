@@ -3,7 +3,10 @@
 `Expert.act(data)` returns the next joint target (LeRobot units, (6,)); `ExpertDriver` drives a `ChessEnv` with
 it (the env itself knows nothing of the expert). It plans from what it measures, so it can take over from any
 state of an episode: if the target piece is held between both pads it places it; if
-it stands on its goal square it retreats; otherwise it picks it up. A plan is a list of joint targets at the
+it stands on its goal square it retreats; otherwise it picks it up. Taking over in the middle of a descent, a grasp
+or a release, it goes on with it rather than starting the phase over, so its DAgger labels stay close to what its
+own demonstrations do there (`benchmarks/expert_takeover.py` measures how close). A plan is a list of joint targets
+at the
 control rate, made of straight Cartesian segments solved by `ik.ArmIK`; after each phase the next is planned
 from the new state.
 
