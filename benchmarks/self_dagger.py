@@ -21,9 +21,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 from chess_sim.config import CHUNK, DaggerConfig, RecordConfig, profile  # noqa: E402
 from chess_sim.data.record import record  # noqa: E402
-from chess_sim.imitation.dagger import Dagger, _takeover  # noqa: E402
+from chess_sim.imitation.dagger import Dagger, branched_episode  # noqa: E402
 from chess_sim.sim.expert import ExpertDriver  # noqa: E402
-from chess_sim.sim.judge import episode_row  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -35,21 +34,8 @@ class ExpertDrives(Dagger):
 
     def scene(self, env, expert, _, seed: int, index: int):
         driver = ExpertDriver(env)
-        env.reset(seed=seed, options={"index": index})
-        takeovers, decision, done, info = [], 0, False, None
-        while not done:
-            if decision % self.cfg.branch_every == 0 and env.judge.failure is None:
-                provenance = {**self.provenance(), "decision": decision, "step": env.steps}
-                takeovers.append(_takeover(env, expert, self.cfg.branch_steps, index, provenance))
-            for _ in range(CHUNK):
-                _, terminated, truncated, info = env.advance(driver.action())
-                done = terminated or truncated
-                if done:
-                    break
-            decision += 1
-        row = episode_row(info)
-        row.update(decisions=decision)
-        return takeovers, row
+        observation, info = env.reset(seed=seed, options={"index": index})
+        return branched_episode(env, expert, index, self, lambda *_: driver.chunk(CHUNK), observation, info)
 
 
 def main() -> None:

@@ -75,15 +75,25 @@ def dagger_scene(env, expert, policy, seed: int, index: int, dagger: Dagger):
 
     observation, info = env.reset(seed=seed, options={"index": index})
     generator = torch.Generator().manual_seed(info["torch_seed"])
+    protocol = EvalConfig(start_spread=dagger.cfg.start_spread)  # evaluation's noise-free decision, at the spread
+
+    def policy_decision(observation, info):
+        return env.step_chunk(decide(policy, [observation], [info["instruction"]], [generator], protocol)[0])
+
+    return branched_episode(env, expert, index, dagger, policy_decision, observation, info)
+
+
+def branched_episode(env, expert, index: int, dagger: Dagger, execute_decision, observation, info):
+    """The reset episode of scene `index` driven decision by decision by `execute_decision(observation, info)`
+    (which returns what `ChessEnv.step_chunk` returns), with an expert takeover before every `branch_every`-th
+    decision. Returns (takeover episodes in order, the driven episode's row)."""
     cfg = dagger.cfg
-    protocol = EvalConfig(start_spread=cfg.start_spread)  # the noise-free decision of evaluation, at the start spread
     takeovers, decision, total = [], 0, 0.0
     while True:
         if decision % cfg.branch_every == 0 and env.judge.failure is None:
             provenance = {**dagger.provenance(), "decision": decision, "step": env.steps}
             takeovers.append(_takeover(env, expert, cfg.branch_steps, index, provenance))
-        chunk = decide(policy, [observation], [info["instruction"]], [generator], protocol)[0]
-        observation, reward, terminated, truncated, info = env.step_chunk(chunk)
+        observation, reward, terminated, truncated, info = execute_decision(observation, info)
         total += reward
         decision += 1
         if terminated or truncated:
