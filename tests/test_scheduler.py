@@ -22,11 +22,13 @@ class FakeVec:
         self.die = set(die)
         self.log = []
         self.queue = deque()
+        self.queue_log = []
         self.reset_options = {}
 
     def submit(self, commands):
         self.log.append(("submit", sorted(commands)))
         self.queue.append(commands)
+        self.queue_log.append(commands)
         return commands
 
     def collect(self, ticket):
@@ -45,7 +47,14 @@ class FakeVec:
             else:
                 self.chunks[env] += 1
                 done = self.chunks[env] == 1 + self.scene[env] % 3
-                answers[env] = StepResult({}, 1.0, done, False, {"index": self.scene[env]})
+                result = StepResult({}, 1.0, done, False, {"index": self.scene[env]})
+                _, _, then = payload
+                if done and then is not None:
+                    seed, index, options = then
+                    self.scene[env], self.chunks[env] = index, 0
+                    self.reset_options[index] = options
+                    result = result._replace(next_episode=({"env": env}, {"index": index}))
+                answers[env] = result
         return answers
 
 
@@ -91,6 +100,19 @@ def test_every_scene_runs_once_to_its_end_and_groups_take_turns():
     first_group = [set(batch) <= set(members[0]) for batch in driver.batches]
     assert first_group[:4] == [True, False, True, False]  # the groups alternate while both are busy
     assert clock["rounds"] == len(vec.log) and clock["decide"] >= 0
+
+
+def test_an_episode_that_ends_goes_on_with_a_reserved_scene_without_a_turn_of_its_own():
+    vec, driver = FakeVec(4, 2), Recorder()
+    drive(vec, 1, list(range(30)), driver)
+    assert sorted(driver.finished) == [(i, 1 + i % 3) for i in range(30)]
+    assert sorted(vec.reset_options) == list(range(30))  # every scene started once
+    resets_alone = [env for commands in vec.queue_log for env, (command, _) in commands.items() if command == "reset"]
+    # the simulators' first scenes, and near the end one whose queue was empty while the other group held the
+    # last scenes in reserve; the other 26 scenes follow a chunk
+    assert resets_alone[:4] == [0, 1, 2, 3] and len(resets_alone) <= 6
+    sizes = [len(batch) for batch in driver.batches]
+    assert sizes == sorted(sizes, reverse=True) and sizes[:20] == [2] * 20  # full policy batches until the end
 
 
 def test_the_schedule_depends_only_on_the_episodes():

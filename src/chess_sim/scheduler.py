@@ -2,11 +2,14 @@
 
 The simulators form groups that take turns (two by default), so the policy's work overlaps the simulators':
 while one group's simulators execute their chunks, the driver decides for the next group in one policy batch.
-Each turn of a group: collect its answers, hand them to the driver, then send in one batch a chunk for every
-running episode and a reset for every idle simulator (the next pending scene); an episode's first decision comes
-at its group's turn after the reset. A simulator that died is restarted by `VecChessEnv`, and its episode starts
-again from its reset: the driver is told to forget it. The schedule depends only on the episodes' lengths, so a
-run is reproducible for a given number of simulators and groups.
+Each turn of a group: collect its answers, hand them to the driver, then send in one batch a reset for every idle
+simulator (the next pending scene) and a chunk for every running episode. Each chunk holds the next pending scene
+in reserve: a simulator whose episode ends within its chunk resets to that scene at once, so the new episode's
+first decision comes at the group's next turn (no turn spent on a reset alone, which would leave a row of the
+policy's batch empty); reserved scenes not taken go back to the front of the queue. A simulator that died is
+restarted by `VecChessEnv`, and its episode starts again from its reset: the driver is told to forget it. The
+schedule depends only on the episodes' lengths, so a run is reproducible for a given number of simulators and
+groups.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ class Driver(Protocol):
         drive."""
 
     def step(self, episode: Any, result) -> bool:
-        """Take a chunk's `StepResult`; True when the episode is over."""
+        """Take a chunk's `StepResult`; True when the episode is over, which is when the result is terminated or
+        truncated (the simulator then goes on with its reserved scene)."""
 
     def forget(self, episode: Any) -> None:
         """The episode's simulator died; it will be started again from its reset."""
@@ -56,8 +60,8 @@ def drive(vec, seed: int, indices: list[int], driver: Driver, options: dict | No
         clock.setdefault(key, 0)
     pending = deque(indices)
     active: dict[int, tuple[int, Any]] = {}
-    in_flight: dict[int, tuple[Any, dict[int, int]]] = {}
-    """Each group's submitted ticket and the scenes its resets start."""
+    in_flight: dict[int, tuple[Any, dict[int, int], dict[int, int]]] = {}
+    """Each group's submitted ticket, the scenes its resets start and the scenes its chunks hold in reserve."""
     members = groups_of(vec, groups)
     options = options or {}
     turn = 0
@@ -65,21 +69,23 @@ def drive(vec, seed: int, indices: list[int], driver: Driver, options: dict | No
         group = turn % len(members)
         turn += 1
         if group in in_flight:
-            ticket, starts = in_flight.pop(group)
+            ticket, starts, reserved = in_flight.pop(group)
             began = time.perf_counter()
             answers = vec.collect(ticket)
             clock["env"] += time.perf_counter() - began
-            _take(answers, starts, active, driver)
-        commands, starts = _commands(members[group], active, pending, driver, seed, options, clock)
+            pending.extendleft(reversed(_take(answers, starts, reserved, active, driver)))
+        commands, starts, reserved = _commands(members[group], active, pending, driver, seed, options, clock)
         if commands:
-            in_flight[group] = (vec.submit(commands), starts)
+            in_flight[group] = (vec.submit(commands), starts, reserved)
             clock["rounds"] += 1
         if not in_flight and not pending and not active:
             return
 
 
-def _take(answers: dict, starts: dict[int, int], active: dict, driver: Driver) -> None:
-    """Hand a group's answers to the driver: new episodes start, results step theirs (or restart them)."""
+def _take(answers: dict, starts: dict[int, int], reserved: dict[int, int], active: dict, driver: Driver) -> list[int]:
+    """Hand a group's answers to the driver: new episodes start, results step theirs (or restart them, or go on
+    with the reserved scene); returns the reserved scenes no simulator took, in the order they were reserved."""
+    untaken = dict(reserved)
     for worker, answer in answers.items():
         if worker in starts:
             observation, info = answer
@@ -91,13 +97,28 @@ def _take(answers: dict, starts: dict[int, int], active: dict, driver: Driver) -
             active[worker] = (index, driver.start(index, answer.observation, answer.info))
         elif driver.step(episode, answer):
             del active[worker]
+            if answer.next_episode is not None:
+                scene = untaken.pop(worker)
+                active[worker] = (scene, driver.start(scene, *answer.next_episode))
+        else:
+            assert answer.next_episode is None, "the simulator went on to a new scene while the driver did not"
+    return list(untaken.values())
 
 
 def _commands(members: list[int], active: dict, pending: deque, driver: Driver, seed: int, options: dict,
-              clock: dict) -> tuple[dict, dict[int, int]]:
-    """A group's next batch: a chunk for each running episode (decided now, in one policy batch) and a reset
-    for each idle simulator while scenes remain."""
+              clock: dict) -> tuple[dict, dict[int, int], dict[int, int]]:
+    """A group's next batch: a reset for each idle simulator while scenes remain, and a chunk for each running
+    episode (decided now, in one policy batch) with the next pending scene in reserve. Returns the commands, the
+    scenes the resets start and the scenes reserved, by simulator."""
+    def job(index: int) -> tuple:
+        return seed, index, {**options, "film": True} if driver.filmed(index) else options
+
     commands: dict[int, tuple] = {}
+    starts, reserved = {}, {}
+    for worker in members:
+        if worker not in active and pending:
+            index = starts[worker] = pending.popleft()
+            commands[worker] = ("reset", job(index))
     running = {worker: active[worker][1] for worker in members if worker in active}
     if running:
         began = time.perf_counter()
@@ -105,10 +126,7 @@ def _commands(members: list[int], active: dict, pending: deque, driver: Driver, 
         clock["decide"] += time.perf_counter() - began
         for worker in running:
             film = driver.filmed(active[worker][0])
-            commands[worker] = ("expert", (CHUNK, film)) if chunks is None else ("step", (chunks[worker], film))
-    starts = {}
-    for worker in members:
-        if worker not in active and pending:
-            index = starts[worker] = pending.popleft()
-            commands[worker] = ("reset", (seed, index, {**options, "film": True} if driver.filmed(index) else options))
-    return commands, starts
+            then = job(reserved.setdefault(worker, pending.popleft())) if pending else None
+            commands[worker] = ("expert", (CHUNK, film, then)) if chunks is None else \
+                ("step", (chunks[worker], film, then))
+    return commands, starts, reserved

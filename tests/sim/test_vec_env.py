@@ -101,6 +101,23 @@ def test_a_ray_address_without_a_cluster_is_a_one_line_error(address, words):
     assert "\n" not in str(caught.value)
 
 
+def test_a_chunk_that_ends_its_episode_goes_on_with_the_scene_held_in_reserve(vec):
+    local = ChessEnv(replace(CFG, episode_seconds=4.0))
+    vec.reset_many({0: (SEED, 7)})
+    chunk = hold_chunk(local)
+    for _ in range(2):  # 100 of the episode's 120 steps: the reserved scene is not taken
+        assert vec.collect(vec.submit({0: ("step", (chunk, False, (SEED, 8)))}))[0].next_episode is None
+    ended = vec.collect(vec.submit({0: ("step", (chunk, False, (SEED, 8)))}))[0]
+    assert ended.truncated and ended.info["index"] == 7 and ended.info["executed"] == 20
+    observation, info = ended.next_episode
+    assert info["index"] == 8
+    assert np.array_equal(observation["pixels"]["front"], local.reset(seed=SEED, options={"index": 8})[0]
+                          ["pixels"]["front"])
+    os.kill(vec.pid(0), signal.SIGKILL)  # a restart now re-runs the scene the simulator went on with
+    restarted = vec.step_many({0: chunk})[0]
+    assert restarted.info["restarted"] is True and restarted.info["index"] == 8
+
+
 @pytest.fixture(scope="module")
 def shared():
     """Four simulators in two processes: simulators 0 and 2 share one, 1 and 3 the other."""
