@@ -111,3 +111,20 @@ def test_square_features_place_squares_on_the_board_grid():
     assert torch.allclose(features[2, :2], torch.tensor([1 / 7, -1 / 7]))
     # frequency 1 at a corner: sin(-pi) = 0, cos(-pi) = -1 for file and rank alike
     assert torch.allclose(features[0, 2:6], torch.tensor([0.0, 0.0, -1.0, -1.0]), atol=1e-6)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_a_prepared_chain_gives_the_modules_velocity_bit_for_bit(grad):
+    """The cross-attention keys and values computed once per chain replace the decoder's own projections."""
+    torch.manual_seed(1)
+    policy = CompactPolicy(CompactConfig(image_size=32, width=32, layers=2, heads=4)).train(grad)
+    with torch.set_grad_enabled(grad):
+        prefix = policy.encode(batch(size=2))
+        x, t = torch.randn(2, 50, 6), torch.tensor([0.9, 0.3])
+        plain = policy.velocity(prefix, x, t)
+        prepared = policy.velocity(policy.prepare_chain(prefix), x, t)
+    assert torch.equal(plain, prepared)
+    if grad:
+        first = torch.autograd.grad(plain.square().sum(), list(policy.expert.parameters()))
+        second = torch.autograd.grad(prepared.square().sum(), list(policy.expert.parameters()))
+        assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(first, second))

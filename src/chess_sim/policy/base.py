@@ -48,6 +48,10 @@ class FlowPolicy(Protocol):
     def velocity(self, prefix: Any, x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """v(x_t, t): x_t (B, T, C) normalised, t (B,) in [0, 1] -> (B, T, C)."""
 
+    def prepare_chain(self, prefix: Any) -> Any:
+        """The prefix with what every velocity call of one chain shares computed once (the compact policy: its
+        layers' cross-attention keys and values); `velocity` gives the same result with either, bit for bit."""
+
     def features(self, prefix: Any) -> torch.Tensor:
         """Pooled prefix features (B, F) for a critic."""
 
@@ -104,6 +108,7 @@ def denoise(policy: FlowPolicy, prefix: Any, start: torch.Tensor, sigmas: torch.
             "noisy sampling needs noise of shape (B, K, T, C)"
     times = time_grid(steps, start.device)
     dt = -1.0 / steps
+    prefix = policy.prepare_chain(prefix)
     chain, means = [start], []
     for k in range(steps):
         x = chain[-1]

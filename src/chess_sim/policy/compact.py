@@ -90,6 +90,33 @@ def _time_embedding(t: torch.Tensor, width: int) -> torch.Tensor:
     return torch.cat([angles.sin(), angles.cos()], dim=1)
 
 
+def _memory_keys_values(attention: nn.MultiheadAttention, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Keys and values (B, heads, P, width / heads) of prefix tokens (B, P, width), computed with the same operations
+    and layouts as `F.multi_head_attention_forward` (so the attention's result is bit-identical to the module's)."""
+    width, heads = attention.embed_dim, attention.num_heads
+    sequence_first = memory.transpose(1, 0)
+    length, batch = sequence_first.shape[:2]
+    projected = F.linear(sequence_first, attention.in_proj_weight[width:], attention.in_proj_bias[width:])
+    keys, values = projected.unflatten(-1, (2, width)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
+    return tuple(part.view(length, batch * heads, width // heads).transpose(0, 1)
+                 .view(batch, heads, length, width // heads) for part in (keys, values))
+
+
+def _cross_attention(attention: nn.MultiheadAttention, queries: torch.Tensor, keys: torch.Tensor,
+                     values: torch.Tensor) -> torch.Tensor:
+    """`attention(queries, memory, memory)` for batch-first queries (B, T, width), the memory's keys and values
+    given by `_memory_keys_values`."""
+    width, heads = attention.embed_dim, attention.num_heads
+    sequence_first = queries.transpose(1, 0)
+    length, batch = sequence_first.shape[:2]
+    projected = F.linear(sequence_first, attention.in_proj_weight[:width], attention.in_proj_bias[:width])
+    projected = projected.view(length, batch * heads, width // heads).transpose(0, 1)
+    attended = F.scaled_dot_product_attention(projected.view(batch, heads, length, width // heads), keys, values)
+    attended = attended.permute(2, 0, 1, 3).contiguous().view(batch * length, width)
+    return F.linear(attended, attention.out_proj.weight, attention.out_proj.bias).view(length, batch, width) \
+        .transpose(1, 0)
+
+
 class CompactPolicy(nn.Module):
     """FlowPolicy implementation (see `policy/base.py`)."""
 
@@ -141,11 +168,25 @@ class CompactPolicy(nn.Module):
         task = self.task_mlp(torch.cat([state_token, text.flatten(1)], dim=1))
         return {"tokens": torch.cat(tokens, dim=1), "task": task}
 
+    def prepare_chain(self, prefix: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The prefix and, under "memory", each expert layer's cross-attention keys and values of its tokens, which
+        every step of a chain shares: computed once per chain instead of at each of its K steps."""
+        return {**prefix, "memory": [_memory_keys_values(layer.multihead_attn, prefix["tokens"])
+                                     for layer in self.expert.layers]}
+
     def velocity(self, prefix: dict[str, torch.Tensor], x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         assert x_t.shape[1:] == (self.chunk, self.action_dim), f"x_t must be (B, T, A), got {tuple(x_t.shape)}"
         time = self.time_mlp(_time_embedding(t.to(x_t), self.config.width))
         hidden = self.action_in(x_t) + self.action_position + (time + prefix["task"])[:, None]
-        return self.action_out(self.expert(hidden, prefix["tokens"]))
+        if "memory" not in prefix:
+            return self.action_out(self.expert(hidden, prefix["tokens"]))
+        # nn.TransformerDecoderLayer's pre-norm forward (dropout is 0), with the memory's projections given
+        for layer, (keys, values) in zip(self.expert.layers, prefix["memory"]):
+            normed = layer.norm1(hidden)
+            hidden = hidden + layer.self_attn(normed, normed, normed, need_weights=False)[0]
+            hidden = hidden + _cross_attention(layer.multihead_attn, layer.norm2(hidden), keys, values)
+            hidden = hidden + layer.linear2(layer.activation(layer.linear1(layer.norm3(hidden))))
+        return self.action_out(hidden)
 
     def features(self, prefix: dict[str, torch.Tensor]) -> torch.Tensor:
         return prefix["tokens"].mean(dim=1)

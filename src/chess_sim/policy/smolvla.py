@@ -164,6 +164,10 @@ class SmolVLAFlowPolicy(nn.Module):
         return self.lerobot.model.denoise_step(prefix_pad_masks=prefix["pad_masks"].to(x_t.device),
                                                past_key_values=cache, x_t=x_t, timestep=t.to(x_t))
 
+    def prepare_chain(self, prefix: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The prefix as it is: it already holds the VLM's keys and values, which every step attends to."""
+        return prefix
+
     def features(self, prefix: dict[str, torch.Tensor]) -> torch.Tensor:
         """(B, hidden) float32: the prefix's pooled VLM features (computed in `encode`)."""
         return prefix["pooled"].float()

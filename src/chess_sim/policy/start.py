@@ -81,6 +81,9 @@ class SteeredPolicy(nn.Module):
     def velocity(self, prefix: Any, x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         return self.base.velocity(prefix, x_t, t)
 
+    def prepare_chain(self, prefix: Any) -> Any:
+        return self.base.prepare_chain(prefix)
+
     def features(self, prefix: Any) -> torch.Tensor:
         return self.base.features(prefix)
 
