@@ -32,6 +32,7 @@ import torch  # noqa: E402
 
 from chess_sim.config import RL_PROFILES, EvalConfig, profile  # noqa: E402
 from chess_sim.eval import evaluate  # noqa: E402
+from chess_sim.policy.base import DECISION_ROWS  # noqa: E402
 from chess_sim.rl.rollout import RolloutDriver  # noqa: E402
 from chess_sim.rl.storage import Storage  # noqa: E402
 from chess_sim.rl.train import build, training_env  # noqa: E402
@@ -49,11 +50,13 @@ class _Recording(RolloutDriver):
         super().__init__(*args)
         self.chunks: list[np.ndarray] = []
         self.policy_cpu_s = 0.0
+        self.rows_computed = 0
 
     def decide(self, episodes):
         began = time.process_time()
         chunks = super().decide(episodes)
         self.policy_cpu_s += time.process_time() - began
+        self.rows_computed += -(-len(episodes) // DECISION_ROWS) * DECISION_ROWS
         self.chunks.extend(chunks.values())
         return chunks
 
@@ -70,7 +73,7 @@ def rollout(model, vec, cfg, first: int, generator) -> dict:
             "policy": driver.policy_cpu_s, "resets": driver.parts["resets"]}
     return {"decisions": decisions, "episodes": len(driver.rows), "wall_s": wall,
             "decisions_per_s": decisions / wall, "raw_physics_decisions_per_s": decisions / raw,
-            "ratio": raw / wall, "core_s": core, "main_process_wall_s": {
+            "ratio": raw / wall, "block_fill": decisions / driver.rows_computed, "core_s": core, "main_process_wall_s": {
                 "decide": clock["decide"], "waiting_for_simulators": clock["env"]}}
 
 
