@@ -20,6 +20,14 @@ def test_scene_writes_three_views(tmp_path):
     assert task["index"] == 2 and task["instruction"].startswith("Move the ")
 
 
+def test_scene_of_the_all_pieces_tasks(tmp_path):
+    out = tmp_path / "scene.png"
+    assert main(["scene", "--tasks", "all-pieces", "--seed", "5500001", "--index", "3", "--out", str(out),
+                 "--json", str(tmp_path / "scene.json")]) == 0
+    task = json.loads((tmp_path / "scene.json").read_text())
+    assert task["instruction"] == "Move the black rook from a8 to a7." and task["piece"] == "rook"
+
+
 @pytest.mark.slow
 def test_expert_runs_and_writes_summary_csv_and_video(tmp_path):
     summary_path = tmp_path / "summary.json"
@@ -39,6 +47,7 @@ def test_expert_runs_and_writes_summary_csv_and_video(tmp_path):
     (["expert", "--episodes", "two"], "expected a whole number"),
     (["scene", "--seed", "-3"], "expected a number >= 0"),
     (["expert", "--profile", "nope"], "invalid choice"),
+    (["eval", "--tasks", "every-piece"], "invalid choice"),
     (["fly"], "invalid choice"),
 ])
 def test_bad_arguments_give_one_line_and_exit_2(argv, words):

@@ -16,8 +16,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: a missing
 
 from chess_sim import atomic, cli_args  # noqa: E402
 from chess_sim.cli_args import UsageError  # noqa: E402
-from chess_sim.config import (POLICY_KINDS, PROFILES, RL_PROFILES, TEST_SEED, TRAIN_SEED, DaggerConfig, EvalConfig,  # noqa: E402
-                              NoiseConfig, RecordConfig, RLConfig, TrainConfig, profile)
+from chess_sim.config import (POLICY_KINDS, PROFILES, RL_PROFILES, TASK_PROFILES, TEST_SEED, TRAIN_SEED,  # noqa: E402
+                              DaggerConfig, EvalConfig, NoiseConfig, RecordConfig, RLConfig, SceneConfig, TrainConfig,
+                              profile)
 
 RECORD_FLAGS = {"recovery_fraction": "recovery"}
 EVAL_FLAGS = {"videos": "video"}
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     scene.add_argument("--index", type=cli_args.non_negative, default=0)
     scene.add_argument("--out", type=Path, default=Path("scene.png"))
     scene.add_argument("--profile", choices=sorted(PROFILES), default="baseline")
+    _add_tasks(scene)
     scene.add_argument("--json", type=Path, help="write the scene's task as JSON here")
 
     expert = verbs.add_parser("expert", help="run the scripted expert; print an outcome table")
@@ -39,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     expert.add_argument("--seed", type=cli_args.seed, default=TEST_SEED)
     expert.add_argument("--workers", type=cli_args.positive, default=min(2, os.cpu_count() or 1))
     expert.add_argument("--profile", choices=sorted(PROFILES), default="baseline")
+    _add_tasks(expert)
     expert.add_argument("--video", type=cli_args.non_negative, default=0, help="film the first K episodes")
     expert.add_argument("--out", type=Path, default=Path("runs/expert"),
                         help="folder for videos and episodes.csv")
@@ -50,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     record.add_argument("--out", type=Path, help="dataset directory (must be new or empty, unless --resume)")
     record.add_argument("--workers", type=cli_args.positive, default=min(2, os.cpu_count() or 1))
     record.add_argument("--profile", choices=sorted(PROFILES), default="baseline")
+    _add_tasks(record)
     cli_args.add_config_flags(record, RecordConfig, rename=RECORD_FLAGS,
                               custom={"recovery_fraction": {"type": cli_args.fraction}})
     record.add_argument("--policy", type=Path, help="DAgger: this policy drives each scene and the expert's takeovers "
@@ -69,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "SmolVLA checkpoint such as a downloaded lerobot/smolvla_base)")
     train.add_argument("--out", type=Path, required=True)
     cli_args.add_config_flags(train, TrainConfig)
+    _add_tasks(train, "the validation scenes' ")
     train.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     train.add_argument("--json", type=Path, help="write the summary as JSON here")
 
@@ -79,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         "type": cli_args.noise, "nargs": "?", "const": (NoiseConfig.sigma_start, NoiseConfig.sigma_end),
         "metavar": "START,END"}})
     evaluation.add_argument("--profile", choices=sorted(PROFILES), default="baseline")
+    _add_tasks(evaluation)
     evaluation.add_argument("--resume", action="store_true", help="finish an interrupted evaluation in --out")
     evaluation.add_argument("--compare", nargs="+", type=Path, metavar="DIR",
                             help="paired comparison of evaluation folders instead: A B, or more for a table of "
@@ -96,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
                              help="RL profile (default: compact for the compact policy, else smolvla); explicit "
                                   "flags win over it")
         command.add_argument("--env-profile", choices=sorted(PROFILES), default="baseline")
+        _add_tasks(command)
         command.add_argument("--json", type=Path, help="write the summary as JSON here")
         cli_args.add_backend(command)
         cli_args.add_config_flags(command, RLConfig, profiles=RL_PROFILES)
@@ -110,6 +117,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_tasks(command: argparse.ArgumentParser, whose: str = "") -> None:
+    command.add_argument("--tasks", choices=TASK_PROFILES, default=SceneConfig.tasks,
+                         help=f"{whose}task profile: which moves scenes ask for [default: %(default)s]")
+
+
+def _env(args: argparse.Namespace, name: str):
+    """The environment profile `name` with the task profile `--tasks`."""
+    return profile(name, args.tasks)
+
+
 def cmd_scene(args: argparse.Namespace) -> dict:
     import numpy as np
     from PIL import Image
@@ -119,7 +136,7 @@ def cmd_scene(args: argparse.Namespace) -> dict:
     _check_writable_file(args.out)
     if args.out.suffix.lower() not in IMAGE_SUFFIXES:
         raise UsageError(f"--out {args.out}: expected an image file name ending in {', '.join(IMAGE_SUFFIXES)}")
-    env = ChessEnv(profile(args.profile))
+    env = ChessEnv(_env(args, args.profile))
     try:
         _, info = env.reset(seed=args.seed, options={"index": args.index})
         images = env.camera_images()
@@ -139,7 +156,7 @@ def cmd_expert(args: argparse.Namespace) -> dict:
     from chess_sim.report.tables import outcome_table, write_csv
 
     _check_output_dir(args.out)
-    rows = run_expert_episodes(profile(args.profile), args.seed, args.episodes, workers=args.workers,
+    rows = run_expert_episodes(_env(args, args.profile), args.seed, args.episodes, workers=args.workers,
                                video_dir=args.out / "videos", videos=args.video)
     summary = summarize(rows)
     print(outcome_table(summary))
@@ -161,7 +178,7 @@ def cmd_record(args: argparse.Namespace) -> dict:
             raise UsageError("record needs --episodes N")
         _check_output_dir(args.out)
         rec = cli_args.config_from_args(RecordConfig, args, rename=RECORD_FLAGS)
-        summary = record(args.out, profile(args.profile), rec, args.seed, args.episodes or 0,
+        summary = record(args.out, _env(args, args.profile), rec, args.seed, args.episodes or 0,
                          workers=args.workers, resume=args.resume, backend=cli_args.backend_of(args),
                          source=_dagger_of(args))
     except RecordError as error:
@@ -209,7 +226,8 @@ def cmd_train(args: argparse.Namespace) -> dict:
     _check_output_dir(args.out)
     cfg = cli_args.config_from_args(TrainConfig, args)
     try:
-        summary = train(args.dataset, args.out, cfg, init=args.init, resume=args.resume, policy_kind=args.policy)
+        summary = train(args.dataset, args.out, cfg, init=args.init, resume=args.resume, policy_kind=args.policy,
+                        env_cfg=_env(args, "baseline"))
     except (RunError, ValueError) as error:
         raise UsageError(str(error)) from None
     if summary["final_loss"] is None:
@@ -249,7 +267,7 @@ def cmd_eval(args: argparse.Namespace) -> dict:
     _check_output_dir(args.out)
     cfg = cli_args.config_from_args(EvalConfig, args, rename=EVAL_FLAGS)
     try:
-        summary, _, timing = evaluate(args.policy, args.out, cfg, profile(args.profile), resume=args.resume,
+        summary, _, timing = evaluate(args.policy, args.out, cfg, _env(args, args.profile), resume=args.resume,
                                       backend=cli_args.backend_of(args))
     except EvalError as error:
         raise UsageError(str(error)) from None
@@ -289,7 +307,7 @@ def cmd_rl(args: argparse.Namespace) -> dict:
     name, cfg = _rl_config(args)
     print(f"RL profile: {name}" + (" (with the flags given)" if _flags_given(args, RLConfig) else ""))
     try:
-        return run(args.policy, args.out, cfg, profile(args.env_profile), resume=args.resume,
+        return run(args.policy, args.out, cfg, _env(args, args.env_profile), resume=args.resume,
                    backend=cli_args.backend_of(args), profile_name=name, verbose=args.verbose)
     except RunError as error:
         raise UsageError(str(error)) from None
@@ -309,7 +327,7 @@ def cmd_rl_check(args: argparse.Namespace) -> dict:
     import torch
 
     generator = torch.Generator().manual_seed(cfg.run.seed)
-    env_cfg = training_env(model, profile(args.env_profile))
+    env_cfg = training_env(model, _env(args, args.env_profile))
     with make_vec_env(min(cfg.run.envs, cfg.run.episodes), env_cfg, backend=cli_args.backend_of(args)) as vec:
         storage, _, _ = collect(model, vec, cfg, 0, generator)
     result = self_check(model, storage, cfg.policy_lrs(), cfg.ppo.clip)

@@ -85,6 +85,28 @@ def test_knight_share_and_both_colours():
     assert only_pawns.count("knight") <= 3  # knights only when no quiet pawn move exists
 
 
+ALL_PIECES = SceneConfig(tasks="all-pieces")
+
+
+def test_all_pieces_moves_every_piece_type_quietly_and_keeps_the_default_scenes():
+    tasks = [sample_task(SEED, i, ALL_PIECES) for i in range(200)]
+    assert {t.piece for t in tasks} == set(PIECE_KINDS.values())
+    for task in tasks:
+        board = chess.Board(task.fen)
+        move = chess.Move.from_uci(task.move_uci)
+        assert move in board.legal_moves and not board.is_capture(move) and not board.is_castling(move)
+        assert move.promotion is None and PIECE_KINDS[board.piece_type_at(move.from_square)] == task.piece
+    # the opening comes from its own stream: the positions are the default profile's (unless that one had to play
+    # on to find a pawn or knight move), only the move differs
+    assert sum(a.fen == b.fen and a.pieces == b.pieces for a, b in zip(tasks, TASKS)) >= 190
+    assert sample_task(SEED, 3, SceneConfig(tasks="pawn-knight")) == TASKS[3]
+
+
+def test_an_unknown_task_profile_is_refused():
+    with pytest.raises(ValueError, match="unknown task profile 'captures-everything'; known: pawn-knight"):
+        SceneConfig(tasks="captures-everything")
+
+
 def test_offsets_and_yaw_within_bounds():
     cfg = SceneConfig(offset_mm=3.0, yaw_deg=25.0)
     bound, yaw_bound = 3e-3 + 1e-12, math.radians(25.0) + 1e-12

@@ -3,7 +3,7 @@ profiles. Units: metres, seconds, kilograms, degrees where named `_deg`, millime
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from chess_sim.config.base import at_least, require
 
@@ -21,10 +21,19 @@ class BoardConfig:
     """Sliding friction piece-on-board (felt base on lacquered wood)."""
 
 
+TASK_PROFILES = ("pawn-knight", "all-pieces")
+"""Which moves scenes ask for (`SceneConfig.tasks`, `--tasks`): `pawn-knight` (quiet pawn and knight moves, the
+default since the seed) and `all-pieces` (quiet moves of all six piece types)."""
+
+
 @dataclass(frozen=True)
 class SceneConfig:
     """What a scene contains and how it is randomised; `tasks.sample_task(seed, index, cfg)` reads it."""
 
+    tasks: str = "pawn-knight"
+    """The task profile (`TASK_PROFILES`): `pawn-knight` moves a pawn or a knight (a knight with probability
+    `knight_fraction`); `all-pieces` draws the piece type uniformly among the types with a quiet move. Castling
+    is not a quiet move here (it moves two pieces)."""
     min_plies: int = 0
     """Fewest random legal plies played from the initial position before the task move is chosen."""
     max_plies: int = 12
@@ -42,6 +51,10 @@ class SceneConfig:
     camera_jitter_deg: float = 3.0
     """Camera orientation jitter when `randomize_visuals`."""
     board: BoardConfig = field(default_factory=BoardConfig)
+
+    def __post_init__(self):
+        require(self.tasks in TASK_PROFILES,
+                f"unknown task profile {self.tasks!r}; known: {', '.join(TASK_PROFILES)}")
 
 
 @dataclass(frozen=True)
@@ -166,8 +179,9 @@ PROFILES: dict[str, EnvConfig] = {
 """Named environment profiles: `baseline` (fixed visuals) and `randomized` (lighting, colours, cameras)."""
 
 
-def profile(name: str) -> EnvConfig:
-    """The named profile; a ValueError lists the known names."""
+def profile(name: str, tasks: str | None = None) -> EnvConfig:
+    """The named profile, with the task profile `tasks` when given; a ValueError lists the known names."""
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; known: {', '.join(sorted(PROFILES))}")
-    return PROFILES[name]
+    chosen = PROFILES[name]
+    return chosen if tasks is None else replace(chosen, scene=replace(chosen.scene, tasks=tasks))

@@ -7,6 +7,7 @@ from collections import Counter
 from statistics import median
 
 from chess_sim.sim.judge import ENDS
+from chess_sim.sim.tasks import PIECES
 
 
 def wilson(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
@@ -35,7 +36,7 @@ def summarize(rows: list[dict]) -> dict:
     rate("clean_lift", sum(bool(row["clean_lift"]) for row in rows), n)
     rate("disturbed", ends["disturbed"], n)
     rate("toppled", ends["toppled"], n)
-    for piece in ("pawn", "knight"):
+    for piece in PIECES:
         subset = [row for row in rows if row["piece"] == piece]
         rate(f"success_{piece}", sum(row["end"] == "success" for row in subset), len(subset))
     out["close_mm_median"] = _median(row["close_lateral_mm"] for row in rows)

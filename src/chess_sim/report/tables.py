@@ -8,6 +8,7 @@ from pathlib import Path
 
 from chess_sim import atomic
 from chess_sim.report.summary import ENDS
+from chess_sim.sim.tasks import PIECES
 
 
 def _pct(value: float | None) -> str:
@@ -21,7 +22,10 @@ def _ci(pair) -> str:
 def outcome_table(summary: dict) -> str:
     """One screen: rates with 95% Wilson intervals, end reasons, medians."""
     lines = [f"episodes {summary['episodes']}"]
-    for key in ("success", "success_pawn", "success_knight", "clean_lift", "disturbed", "toppled"):
+    # pawns and knights always (the default tasks), other pieces when the scenes had them
+    pieces = [f"success_{piece}" for piece in PIECES
+              if piece in ("pawn", "knight") or summary.get(f"success_{piece}") is not None]
+    for key in ("success", *pieces, "clean_lift", "disturbed", "toppled"):
         lines.append(f"  {key:<16}{_pct(summary[key])}  95% CI {_ci(summary[key + '_ci'])}")
     ends = "  ".join(f"{end} {summary['ends'][end]}" for end in ENDS)
     lines.append(f"  ends            {ends}")

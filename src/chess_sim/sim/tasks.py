@@ -141,10 +141,10 @@ def parse_instruction(text: str) -> tuple[str, str, str, str]:
 
 
 def _qualifying(board: chess.Board, piece_type: int) -> list[chess.Move]:
-    """Legal quiet moves of `piece_type`: no capture (which also excludes en passant), no promotion."""
+    """Legal quiet moves of `piece_type`: no capture (which also excludes en passant), no promotion, no castling."""
     moves = [m for m in board.legal_moves
              if board.piece_type_at(m.from_square) == piece_type
-             and not board.is_capture(m) and m.promotion is None]
+             and not board.is_capture(m) and m.promotion is None and not board.is_castling(m)]
     # Sorting makes the choice independent of python-chess's move-generation order.
     return sorted(moves, key=lambda m: m.uci())
 
@@ -168,19 +168,28 @@ def _play_opening(n: int, rng: np.random.Generator) -> chess.Board:
     raise RuntimeError(f"no {n}-ply random game without game over in {_MAX_RESTARTS} tries")
 
 
-def _choose_move(board: chess.Board, cfg: SceneConfig, plies_rng: np.random.Generator,
-                 move_rng: np.random.Generator) -> chess.Move:
-    """The task move: a quiet pawn or knight move; more random plies are played while none exists."""
-    for _ in range(_MAX_RESTARTS):
+def _candidates(board: chess.Board, cfg: SceneConfig, move_rng: np.random.Generator) -> list[chess.Move]:
+    """The quiet moves of the piece type the task profile draws (none: the position has no qualifying move)."""
+    if cfg.tasks == "pawn-knight":
         first, second = ((chess.KNIGHT, chess.PAWN) if move_rng.random() < cfg.knight_fraction
                          else (chess.PAWN, chess.KNIGHT))
-        moves = _qualifying(board, first) or _qualifying(board, second)
+        return _qualifying(board, first) or _qualifying(board, second)
+    by_type = [moves for piece_type in PIECE_KINDS if (moves := _qualifying(board, piece_type))]
+    return by_type[int(move_rng.integers(len(by_type)))] if by_type else []
+
+
+def _choose_move(board: chess.Board, cfg: SceneConfig, plies_rng: np.random.Generator,
+                 move_rng: np.random.Generator) -> chess.Move:
+    """The task move, a quiet move of the profile's pieces (`_candidates`); more random plies are played while
+    none exists."""
+    for _ in range(_MAX_RESTARTS):
+        moves = _candidates(board, cfg, move_rng)
         if moves:
             return moves[int(move_rng.integers(len(moves)))]
         if not _random_ply(board, plies_rng):
             # That ply would end the game: restart the whole opening rather than search for another.
             board.set_fen(_play_opening(int(plies_rng.integers(cfg.min_plies, cfg.max_plies + 1)), plies_rng).fen())
-    raise RuntimeError("no position with a quiet pawn or knight move found")
+    raise RuntimeError(f"no position with a quiet move of the {cfg.tasks} profile found")
 
 
 def _uniform(rng: np.random.Generator, bound: float, n: int) -> tuple[float, ...]:
@@ -213,8 +222,9 @@ def sample_task(seed: int, index: int, cfg: SceneConfig) -> Task:
     """The task of scene `index` in the stream `seed`: equal arguments give an equal Task in any process.
 
     A random game of U[min_plies, max_plies] plies is played from the initial position, then the side to
-    move makes a quiet (non-capturing, non-promoting) pawn or knight move, a knight with probability
-    `cfg.knight_fraction` when both are possible.
+    move makes a quiet (non-capturing, non-promoting, non-castling) move of a piece the task profile
+    `cfg.tasks` draws: a pawn or a knight (a knight with probability `cfg.knight_fraction` when both are
+    possible), or any piece type with a quiet move, uniformly.
     """
     plies_ss, move_ss, place_ss, visual_ss, torch_ss = np.random.SeedSequence([seed, index]).spawn(5)
     plies_rng, move_rng = np.random.default_rng(plies_ss), np.random.default_rng(move_ss)
