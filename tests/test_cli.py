@@ -48,6 +48,7 @@ def test_expert_runs_and_writes_summary_csv_and_video(tmp_path):
     (["scene", "--seed", "-3"], "expected a number >= 0"),
     (["expert", "--profile", "nope"], "invalid choice"),
     (["eval", "--tasks", "every-piece"], "invalid choice"),
+    (["record", "--tasks", "castling"], "invalid choice"),
     (["fly"], "invalid choice"),
 ])
 def test_bad_arguments_give_one_line_and_exit_2(argv, words):

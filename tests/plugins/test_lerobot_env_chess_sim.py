@@ -27,11 +27,12 @@ def test_lerobot_discovers_the_plugin_and_its_features(config_class):
                                    "pixels/front": "observation.images.front",
                                    "pixels/wrist": "observation.images.wrist"}
     assert config_class(observation_size=96).features["pixels/front"].shape == (96, 96, 3)
-    assert config.gym_kwargs == {"scene_seed": TEST_SEED, "env_profile": "baseline", "early_stop": True,
-                                 "observation_size": None}
+    assert config.gym_kwargs == {"scene_seed": TEST_SEED, "env_profile": "baseline", "tasks": "pawn-knight",
+                                 "early_stop": True, "observation_size": None}
 
 
 @pytest.mark.parametrize("fields, message", [({"env_profile": "fancy"}, "unknown env_profile 'fancy'"),
+                                             ({"tasks": "castles"}, "unknown tasks 'castles'"),
                                              ({"observation_size": 0}, "observation_size")])
 def test_bad_options_are_one_line_errors(config_class, fields, message):
     with pytest.raises(ValueError, match=message):

@@ -128,3 +128,17 @@ def test_a_prepared_chain_gives_the_modules_velocity_bit_for_bit(grad):
         first = torch.autograd.grad(plain.square().sum(), list(policy.expert.parameters()))
         second = torch.autograd.grad(prepared.square().sum(), list(policy.expert.parameters()))
         assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(first, second))
+
+
+def test_a_policy_for_captures_reads_the_captured_piece_and_others_refuse_captures(policy):
+    capture = "Capture the black bishop on c5 with the white knight from d3."
+    quiet = "Move the white knight from d3 to c5."
+    assert tokenize_instruction([quiet, capture], captures=True).tolist() == [[0, 1, 19, 34, 0], [0, 1, 19, 34, 3]]
+    with pytest.raises(ValueError, match="reads no captures"):
+        policy.encode({**batch(size=1), "task": [capture]})
+    torch.manual_seed(0)
+    reader = CompactPolicy(CompactConfig(image_size=32, width=32, layers=1, heads=2, captures=1)).eval()
+    prefix = reader.encode({**batch(size=2), "task": [quiet, capture]})
+    assert prefix["tokens"].shape == (2, 2 * 4 + 1 + 5, 32)
+    same_images = reader.encode({**batch(size=2), "task": [capture, capture]})
+    assert not torch.equal(prefix["task"][0], same_images["task"][0])  # the captured piece changes the task vector

@@ -144,3 +144,20 @@ def test_an_expert_taking_over_mid_descent_goes_on_as_the_one_that_started_it(en
         env.step(planned[-1])
         planned.append(expert.action())
     assert np.abs(np.array(taking_over) - np.array(planned)).max() < 2.0
+
+
+def test_expert_captures_and_relays_a_long_move_through_a_free_square():
+    env = ChessEnv(replace(profile("baseline", "captures"), render=False, early_stop=True))
+    driver = ExpertDriver(env)
+    relayed = []
+    choose = driver.expert._relay_grip
+    driver.expert._relay_grip = lambda *args: relayed.append(driver.expert.leg) or choose(*args)
+    # a queen takes a pawn; a bishop from b7 takes a rook on h1, too far apart for one approach tilt
+    for index, instruction in ((0, "Capture the black pawn on b5 with the white queen from a4."),
+                               (148, "Capture the white rook on h1 with the black bishop from b7.")):
+        row, _ = expert_episode(env, driver, SEED, index)
+        assert row["instruction"] == instruction
+        assert (row["end"], row["captured"], row["legs_done"]) == ("success", instruction.split()[3], 2), row
+        assert row["place_error_mm"] <= 3.0
+    assert relayed == [1]  # only the bishop's leg needed a relay square
+    env.close()

@@ -136,3 +136,37 @@ def test_max_tilt_hand_value():
 
 def test_no_success_while_a_neighbour_leans():
     assert judge().update(snap(moved([0.2, 0.0, TOP]), up=tilted(30.0, index=1))) is None
+
+
+AREA = (0.1, 0.3, -0.17, -0.13)
+
+
+def capture_snap(positions, last_leg=False, finished=(), target=0, clearance=50.0):
+    """A capture's first leg: piece 0 to the capture area on the table (z = 0); or its last leg, piece 1 to GOAL."""
+    snapshot = snap(positions, clearance=clearance)
+    snapshot.target = target
+    if not last_leg:
+        snapshot.goal_area, snapshot.goal_top = AREA, 0.0
+    snapshot.finished, snapshot.last_leg = finished, last_leg
+    return snapshot
+
+
+def test_a_captured_piece_set_down_anywhere_in_its_area_ends_the_leg_not_the_episode():
+    j = judge(early_stop=True)
+    assert j.update(capture_snap(moved([0.29, -0.16, 0.0]))) is None  # off the board, yet neither dropped nor won
+    assert j.leg_done and j.failure is None and not j.dropped
+    j.next_leg()
+    assert not j.leg_done
+    # the mover on its square finishes the capture; the captured piece far from its start is no disturbance
+    mover_home = moved([0.29, -0.16, 0.0], others=[[0.2, 0.0, TOP], START[2]])
+    assert j.update(capture_snap(mover_home, last_leg=True, finished=(0,), target=1)) == "success"
+
+
+def test_a_captured_piece_outside_its_area_or_floating_is_not_set_down():
+    assert judge().update(capture_snap(moved([0.29, -0.12, 0.0]))) is None  # 10 mm short of the area
+    j = judge()
+    j.update(capture_snap(moved([0.2, -0.15, 0.006])))  # 6 mm above the table: not standing on it
+    assert not j.leg_done
+    without_leg = judge()
+    assert without_leg.update(capture_snap(moved([0.2, -0.15, 0.0]), clearance=5.0)) is None  # jaws too close
+    assert not without_leg.leg_done

@@ -9,7 +9,7 @@ import chess
 import pytest
 
 from chess_sim.config import BoardConfig, SceneConfig
-from chess_sim.sim.tasks import (DEFAULT_VISUALS, PIECE_KINDS, instruction_text, parse_instruction,
+from chess_sim.sim.tasks import (DEFAULT_VISUALS, PIECE_KINDS, capture_text, instruction_text, parse_instruction,
                                  sample_task, square_center)
 
 SEED = 7_700_003
@@ -67,9 +67,14 @@ def test_placements_match_fen_in_square_order(task):
 def test_instruction_round_trip():
     assert instruction_text("white", "knight", "g1", "f3") == "Move the white knight from g1 to f3."
     for t in TASKS[:50]:
-        assert parse_instruction(t.instruction) == (t.color, t.piece, t.from_square, t.to_square)
+        assert parse_instruction(t.instruction) == (t.color, t.piece, t.from_square, t.to_square, None)
+    assert capture_text("white", "knight", "d3", "c5", "bishop") == \
+        "Capture the black bishop on c5 with the white knight from d3."
+    assert parse_instruction("Capture the black bishop on c5 with the white knight from d3.") == \
+        ("white", "knight", "d3", "c5", "bishop")
     for bad in ["Move the white knight from g1 to f3", "move the white knight from g1 to f3.",
-                "Move the red knight from g1 to f3.", "Move the white knight from g9 to f3.", ""]:
+                "Move the red knight from g1 to f3.", "Move the white knight from g9 to f3.", "",
+                "Capture the white bishop on c5 with the white knight from d3."]:
         with pytest.raises(ValueError):
             parse_instruction(bad)
     with pytest.raises(ValueError):
@@ -100,6 +105,25 @@ def test_all_pieces_moves_every_piece_type_quietly_and_keeps_the_default_scenes(
     # on to find a pawn or knight move), only the move differs
     assert sum(a.fen == b.fen and a.pieces == b.pieces for a, b in zip(tasks, TASKS)) >= 190
     assert sample_task(SEED, 3, SceneConfig(tasks="pawn-knight")) == TASKS[3]
+
+
+def test_captures_take_an_enemy_piece_in_two_legs():
+    cfg = SceneConfig(tasks="captures")
+    tasks = [sample_task(SEED, i, cfg) for i in range(100)]
+    assert len({t.piece for t in tasks}) >= 4 and {t.captured for t in tasks} >= {"pawn", "knight", "bishop"}
+    for task in tasks:
+        board = chess.Board(task.fen)
+        move = chess.Move.from_uci(task.move_uci)
+        victim = board.piece_at(move.to_square)
+        assert move in board.legal_moves and victim is not None and victim.color != board.turn
+        assert PIECE_KINDS[victim.piece_type] == task.captured and move.promotion is None
+        first, second = task.legs
+        assert task.pieces[first.piece].square == task.to_square and first.area == cfg.capture_area
+        assert cfg.capture_area[0] < first.goal_xy[0] < cfg.capture_area[1]
+        assert (second.piece, second.goal_xy, second.area) == (task.target, task.goal_xy, None)
+        assert parse_instruction(task.instruction) == (task.color, task.piece, task.from_square, task.to_square,
+                                                       task.captured)
+    assert all(t.captured is None and len(t.legs) == 1 for t in TASKS)
 
 
 def test_an_unknown_task_profile_is_refused():

@@ -3,7 +3,7 @@
 LeRobot imports this package at start-up (it imports every installed `lerobot_env_*` distribution); importing it
 registers the `chess_sim` environment type with LeRobot and the Gymnasium id `lerobot_env_chess_sim/ChessSim-v0`
 (`chess_sim.sim.lerobot_env.LeRobotChessEnv`). Options: `--env.scene_seed` (the test seed by default),
-`--env.env_profile` (baseline, randomized), `--env.early_stop`, `--env.observation_size` (None: the 256-pixel
+`--env.env_profile` (baseline, randomized), `--env.tasks` (pawn-knight, all-pieces, captures), `--env.early_stop`, `--env.observation_size` (None: the 256-pixel
 frames the datasets hold). Use `--seed=0` to play the scenes `chess-sim eval` plays (lerobot-eval's i-th episode
 plays scene index seed + i).
 """
@@ -17,7 +17,7 @@ from lerobot.configs import FeatureType, PolicyFeature
 from lerobot.envs.configs import EnvConfig
 from lerobot.utils.constants import ACTION, OBS_IMAGES, OBS_STATE
 
-from chess_sim.config import ACTION_DIM, CAMERAS, PROFILES, TEST_SEED, profile
+from chess_sim.config import ACTION_DIM, CAMERAS, PROFILES, TASK_PROFILES, TEST_SEED, SceneConfig, profile
 
 PACKAGE = "lerobot_env_chess_sim"
 TASK = "ChessSim-v0"
@@ -36,6 +36,7 @@ class ChessSimEnv(EnvConfig):
     fps: int = 30
     scene_seed: int = TEST_SEED
     env_profile: str = "baseline"
+    tasks: str = SceneConfig.tasks
     early_stop: bool = True
     observation_size: int | None = None
     features: dict[str, PolicyFeature] = field(default_factory=dict)
@@ -46,6 +47,8 @@ class ChessSimEnv(EnvConfig):
     def __post_init__(self):
         if self.env_profile not in PROFILES:
             raise ValueError(f"unknown env_profile {self.env_profile!r}; known: {', '.join(sorted(PROFILES))}")
+        if self.tasks not in TASK_PROFILES:
+            raise ValueError(f"unknown tasks {self.tasks!r}; known: {', '.join(TASK_PROFILES)}")
         if self.observation_size is not None and self.observation_size < 1:
             raise ValueError(f"observation_size must be a positive number of pixels, got {self.observation_size}")
         camera = profile(self.env_profile).camera
@@ -62,5 +65,5 @@ class ChessSimEnv(EnvConfig):
 
     @property
     def gym_kwargs(self) -> dict:
-        return {"scene_seed": self.scene_seed, "env_profile": self.env_profile, "early_stop": self.early_stop,
-                "observation_size": self.observation_size}
+        return {"scene_seed": self.scene_seed, "env_profile": self.env_profile, "tasks": self.tasks,
+                "early_stop": self.early_stop, "observation_size": self.observation_size}

@@ -21,9 +21,12 @@ class BoardConfig:
     """Sliding friction piece-on-board (felt base on lacquered wood)."""
 
 
-TASK_PROFILES = ("pawn-knight", "all-pieces")
+TASK_PROFILES = ("pawn-knight", "all-pieces", "captures")
 """Which moves scenes ask for (`SceneConfig.tasks`, `--tasks`): `pawn-knight` (quiet pawn and knight moves, the
-default since the seed) and `all-pieces` (quiet moves of all six piece types)."""
+default since the seed), `all-pieces` (quiet moves of all six piece types) and `captures` (a capture by any piece:
+the captured piece is set down in the capture area beside the board, then the mover on its square)."""
+CAPTURE_EPISODE_FACTOR = 2.0
+"""A capture is two pick-and-places: its episodes last this many times the profile's (`profile`)."""
 
 
 @dataclass(frozen=True)
@@ -32,8 +35,15 @@ class SceneConfig:
 
     tasks: str = "pawn-knight"
     """The task profile (`TASK_PROFILES`): `pawn-knight` moves a pawn or a knight (a knight with probability
-    `knight_fraction`); `all-pieces` draws the piece type uniformly among the types with a quiet move. Castling
-    is not a quiet move here (it moves two pieces)."""
+    `knight_fraction`); `all-pieces` draws the piece type uniformly among the types with a quiet move; `captures`
+    draws the capturing piece's type uniformly among the types with a capture (not en passant, not promoting).
+    Castling is not a quiet move here (it moves two pieces)."""
+    capture_area: tuple[float, float, float, float] = (0.11, 0.31, -0.165, -0.125)
+    """The capture area on the table beside the board's h-file (white's right), where a captured piece is set
+    down: x from, x to, y from, y to. A strip along the board because the arm reaches a point on the table at only
+    one or two approach tilts, which depend on its distance from the base (8-16 degrees at 0.27 m, 16-24 at 0.31 m):
+    the expert sets the piece down where the tilt it picked it with reaches. Marked on the table, and the parked
+    white pieces moved out of its way, in scenes of the `captures` profile only."""
     min_plies: int = 0
     """Fewest random legal plies played from the initial position before the task move is chosen."""
     max_plies: int = 12
@@ -134,6 +144,7 @@ class JudgeConfig:
     """m/s: a piece slower than this is at rest (a settled piece moves < 1 mm/s)."""
     on_board_mm: float = 2.0
     """A piece whose base is within this of the board surface stands on the board."""
+
     unstable_speed: float = 5.0
     """A piece faster than this (m/s), or MuJoCo's bad-acceleration warning, means the simulation diverged:
     end `unstable` (pieces move < 1 m/s in any real episode)."""
@@ -184,4 +195,7 @@ def profile(name: str, tasks: str | None = None) -> EnvConfig:
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; known: {', '.join(sorted(PROFILES))}")
     chosen = PROFILES[name]
-    return chosen if tasks is None else replace(chosen, scene=replace(chosen.scene, tasks=tasks))
+    if tasks is None:
+        return chosen
+    seconds = chosen.episode_seconds * (CAPTURE_EPISODE_FACTOR if tasks == "captures" else 1.0)
+    return replace(chosen, episode_seconds=seconds, scene=replace(chosen.scene, tasks=tasks))

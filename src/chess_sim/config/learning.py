@@ -86,14 +86,18 @@ class CompactConfig:
     """A: joints."""
     steps: int = DENOISE_STEPS
     """K: Euler steps of the sampler."""
+    captures: int = 0
+    """1: the instruction's captured piece is a fifth instruction token (`train --tasks captures` sets it); 0: quiet
+    moves only (every policy from before captures)."""
 
     def __post_init__(self):
         for item in fields(self):  # also read from a policy's config.json, where anything can stand
             value = getattr(self, item.name)
             require(isinstance(value, int) and not isinstance(value, bool),
                     f"{item.name} must be an integer, got {value!r}")
-        at_least(self, 1, *(item.name for item in fields(self) if item.name != "action_steps"))
+        at_least(self, 1, *(item.name for item in fields(self) if item.name not in ("action_steps", "captures")))
         at_least(self, 0, "action_steps")
+        require(self.captures in (0, 1), f"captures must be 0 or 1, got {self.captures}")
         require(self.width % self.heads == 0, f"width {self.width} is not a multiple of heads {self.heads}")
         require(self.action_steps <= self.chunk, f"action_steps {self.action_steps} exceeds the chunk {self.chunk}")
 

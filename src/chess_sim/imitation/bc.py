@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -130,6 +130,8 @@ def train(dataset_dirs: Path | list[Path], out: Path, cfg: TrainConfig, policy_c
         policy = policy_class.load(init, stats=stats)
     elif policy is None:
         torch.manual_seed(cfg.seed)
+        if env_cfg is not None and env_cfg.scene.tasks == "captures":  # a policy for captures reads the victim
+            policy_config = replace(policy_config or CompactConfig(), captures=1)
         policy = CompactPolicy(policy_config, Normalizer.from_stats(stats))
     policy.train()
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=cfg.lr,

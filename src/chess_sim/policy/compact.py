@@ -3,7 +3,9 @@
 Prefix (computed once per decision): per-camera conv encoders turn each image into 6 x 6 tokens; the state is
 one token; the instruction, which follows the grammar "Move the <colour> <piece> from <square> to <square>.",
 is four tokens (colour and piece embeddings; the from- and to-squares as Fourier features of their file and
-rank, so that squares seen in few demonstrations share what neighbouring squares taught). The action expert is a
+rank, so that squares seen in few demonstrations share what neighbouring squares taught), and a policy for
+captures ("Capture the <colour> <piece> on <square> with the <colour> <piece> from <square>.") reads the captured
+piece as a fifth. The action expert is a
 transformer over the T = 50 noisy action tokens attending to the prefix tokens. Each action token is also given the
 flow time t and a task vector (state and instruction through an MLP, kept in the prefix as `task`): where to go is
 said by the squares and the state, and handing them to every token directly makes the model learn that mapping far
@@ -32,13 +34,17 @@ from chess_sim.sim.tasks import COLORS, PIECES, parse_instruction
 KIND = "compact"
 
 
-def tokenize_instruction(texts: list[str]) -> torch.Tensor:
-    """(B, 4) integer tokens (colour, piece, from-square, to-square); ValueError names an instruction that
-    does not follow the grammar (`sim.tasks.parse_instruction`)."""
+def tokenize_instruction(texts: list[str], captures: bool = False) -> torch.Tensor:
+    """(B, 4) integer tokens (the mover's colour and piece, from-square, to-square), and with `captures` a fifth:
+    the captured piece (0 for none, else 1 + its index in PIECES). ValueError names an instruction that does not
+    follow the grammar (`sim.tasks.parse_instruction`), or a capture without `captures`."""
     rows = []
     for text in texts:
-        colour, piece, source, target = parse_instruction(text.strip())
-        rows.append([COLORS.index(colour), PIECES.index(piece), _square(source), _square(target)])
+        colour, piece, source, target, captured = parse_instruction(text.strip())
+        if captured is not None and not captures:
+            raise ValueError(f"this policy reads no captures (train one with --tasks captures): {text.strip()!r}")
+        row = [COLORS.index(colour), PIECES.index(piece), _square(source), _square(target)]
+        rows.append(row + [0 if captured is None else 1 + PIECES.index(captured)] * captures)
     return torch.tensor(rows, dtype=torch.long)
 
 
@@ -137,7 +143,10 @@ class CompactPolicy(nn.Module):
         self.square = nn.Sequential(nn.Linear(2 + 4 * len(SQUARE_FREQUENCIES), width), nn.GELU(),
                                     nn.Linear(width, width))
         self.square_role = nn.Parameter(torch.randn(2, width) * 0.02)
-        self.task_mlp = nn.Sequential(nn.Linear(5 * width, width), nn.GELU(), nn.Linear(width, width))
+        if self.config.captures:
+            self.captured = nn.Embedding(1 + len(PIECES), width)
+        words = 4 + self.config.captures
+        self.task_mlp = nn.Sequential(nn.Linear((1 + words) * width, width), nn.GELU(), nn.Linear(width, width))
         self.action_in = nn.Linear(self.action_dim, width)
         self.action_position = nn.Parameter(torch.randn(self.chunk, width) * 0.02)
         self.time_mlp = nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.Linear(width, width))
@@ -149,7 +158,7 @@ class CompactPolicy(nn.Module):
     # ------------------------------------------------------------------ FlowPolicy
     def encode(self, batch: dict) -> dict[str, torch.Tensor]:
         """Prefix {"tokens": (B, P, width), "task": (B, width)} with P = 2 * 36 image + 1 state + 4 instruction
-        tokens; `task` is the MLP of the state and instruction tokens."""
+        tokens (5 with `captures`); `task` is the MLP of the state and instruction tokens."""
         size = self.config.image_size
         tokens = []
         for i, name in enumerate(CAMERAS):
@@ -160,10 +169,13 @@ class CompactPolicy(nn.Module):
         state = self.normalizer.normalize_state(batch["observation.state"].float())
         state_token = self.state_proj(state)
         tokens.append(state_token[:, None])
-        words = tokenize_instruction(list(batch["task"])).to(state.device)
-        text = torch.stack([self.colour(words[:, 0]), self.piece(words[:, 1]),
-                            self.square(square_features(words[:, 2])) + self.square_role[0],
-                            self.square(square_features(words[:, 3])) + self.square_role[1]], dim=1)
+        words = tokenize_instruction(list(batch["task"]), bool(self.config.captures)).to(state.device)
+        embedded = [self.colour(words[:, 0]), self.piece(words[:, 1]),
+                    self.square(square_features(words[:, 2])) + self.square_role[0],
+                    self.square(square_features(words[:, 3])) + self.square_role[1]]
+        if self.config.captures:
+            embedded.append(self.captured(words[:, 4]))
+        text = torch.stack(embedded, dim=1)
         tokens.append(text)
         task = self.task_mlp(torch.cat([state_token, text.flatten(1)], dim=1))
         return {"tokens": torch.cat(tokens, dim=1), "task": task}

@@ -13,7 +13,7 @@ from chess_sim.config import CAMERAS, TRAIN_SEED, EnvConfig, RewardConfig, profi
 from chess_sim.sim.expert import rest_pose
 from chess_sim.sim.images import resize_image
 from chess_sim.sim.judge import Judge
-from chess_sim.sim.scene import Scene, build_scene, place_task
+from chess_sim.sim.scene import TABLE_TOP, Scene, build_scene, place_task
 from chess_sim.sim.sim_state import ContactReader, Units, snapshot
 from chess_sim.sim.tasks import Task, sample_task
 
@@ -107,11 +107,12 @@ class ChessEnv(gym.Env):
             self._index = 0 if seed is not None else self._index + 1
         self.task = sample_task(self._scene_seed, self._index, self.cfg.scene)
         self.assignment = place_task(self.scene, self.data, self.task, self.rest_rad)
-        self.target_slot = self.assignment[self.task.target]
+        self.leg_slots = tuple(self.assignment[leg.piece] for leg in self.task.legs)
+        """The slot of each leg's piece (a capture: the captured piece's, then the mover's)."""
         self.start_positions = self.data.xpos[self.contacts.bodies].copy()
-        self.goal_xy = np.asarray(self.task.goal_xy, dtype=np.float64)
         self.judge = Judge(self.cfg.judge, self.cfg.scene.board, early_stop=self.cfg.early_stop,
                            control_hz=self.cfg.physics.control_hz)
+        self._enter_leg(0)
         self.steps = 0
         self._rewarded: set[str] = set()
         self._info = self._task_info()
@@ -166,8 +167,15 @@ class ChessEnv(gym.Env):
         for _ in range(self.substeps):
             mujoco.mj_step(self.model, self.data)
         self.steps += 1
-        end = self.judge.update(snapshot(self.scene, self.data, self.contacts, self.start_positions,
-                                         self.target_slot, self.goal_xy, self.cfg.judge.place_tolerance_mm))
+        legs = self.task.legs
+        leg = legs[self.leg]
+        end = self.judge.update(snapshot(
+            self.scene, self.data, self.contacts, self.start_positions, self.target_slot, self.goal_xy,
+            self.cfg.judge.place_tolerance_mm, goal_area=leg.area, goal_top=None if leg.area is None else TABLE_TOP,
+            finished=self.leg_slots[:self.leg], last_leg=self.leg == len(legs) - 1))
+        if self.judge.leg_done:
+            self.judge.next_leg()
+            self._enter_leg(self.leg + 1)
         truncated = False
         if end is None and self.steps >= self.max_steps:
             end = self.judge.timeout_end()
@@ -178,7 +186,8 @@ class ChessEnv(gym.Env):
             mujoco.mj_resetData(self.model, self.data)
         info = dict(self._info)
         info.update(end=end, is_success=end == "success", reward_terms=terms,
-                    measurements=self.judge.measurements(), steps=self.steps)
+                    measurements=self.judge.measurements(), steps=self.steps,
+                    legs_done=len(legs) if end == "success" else self.leg)
         return reward, terminated, truncated, info
 
     def render(self):
@@ -207,10 +216,17 @@ class ChessEnv(gym.Env):
 
     def save_state(self):
         """Everything a step changes, to try something from here and come back (`restore_state`)."""
-        return copy.copy(self.data), copy.deepcopy(self.judge), self.steps, set(self._rewarded)
+        return copy.copy(self.data), copy.deepcopy(self.judge), self.steps, set(self._rewarded), self.leg
 
     def restore_state(self, saved) -> None:
-        self.data, self.judge, self.steps, self._rewarded = saved
+        self.data, self.judge, self.steps, self._rewarded, leg = saved
+        self._enter_leg(leg)
+
+    def _enter_leg(self, leg: int) -> None:
+        """Judge the task's leg `leg` from now on: its piece is the target, its goal the goal."""
+        self.leg = leg
+        self.target_slot = self.leg_slots[leg]
+        self.goal_xy = np.asarray(self.task.legs[leg].goal_xy, dtype=np.float64)
 
     # ------------------------------------------------------------------ internals
     def _validate(self, action) -> np.ndarray:
@@ -243,6 +259,7 @@ class ChessEnv(gym.Env):
             "instruction": task.instruction, "piece": task.piece, "color": task.color,
             "from": task.from_square, "to": task.to_square, "move": task.move_uci, "fen": task.fen,
             "seed": task.seed, "index": task.index, "torch_seed": task.torch_seed, "is_success": False,
+            "captured": task.captured, "legs_done": 0,
         }
 
     @property

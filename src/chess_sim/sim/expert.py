@@ -6,9 +6,9 @@ state of an episode: if the target piece is held between both pads it places it;
 it stands on its goal square it retreats; otherwise it picks it up. Taking over in the middle of a descent, a grasp
 or a release, it goes on with it rather than starting the phase over, so its DAgger labels stay close to what its
 own demonstrations do there (`benchmarks/expert_takeover.py` measures how close). A plan is a list of joint targets
-at the
-control rate, made of straight Cartesian segments solved by `ik.ArmIK`; after each phase the next is planned
-from the new state.
+at the control rate, made of straight Cartesian segments solved by `ik.ArmIK` (`trajectory.py`); after each phase
+the next is planned from the new state. A capture is two legs (`tasks.Leg`), each such a pick-and-place: the
+captured piece goes somewhere in the capture area (`goals.py` chooses where), then the mover to its square.
 
 Grasp geometry (measured while scoping): the fixed jaw stays put and the moving jaw pushes the piece against
 it, so the tcp aims `GRASP_OFFSET` past the piece axis towards the moving jaw. Pawns are gripped with the jaws
@@ -24,19 +24,19 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-from chess_sim.sim.grasp import closing_for, jaw_room, smooth
-from chess_sim.sim.ik import ArmIK, Pose, Solution, grasp_pose
+from chess_sim.sim.goals import area_points, middle_of_longest_run, relay_squares
+from chess_sim.sim.grasp import closing_for, jaw_room
+from chess_sim.sim.ik import ArmIK, grasp_pose
+from chess_sim.sim.judge import in_area
 from chess_sim.sim.pieces import PieceShape, piece_shape
-from chess_sim.sim.scene import Scene
+from chess_sim.sim.scene import TABLE_TOP, Scene
 from chess_sim.sim.sim_state import ContactReader, Units
 from chess_sim.sim.tasks import Task
+from chess_sim.sim.trajectory import GRIPPER_OPEN_RAD, LINEAR_SPEED, TrajectoryPieces, Unreachable
 
 HOME_TCP = np.array([0.19, 0.0, 0.11])
 HOME_TILT_DEG = 30.0
 """Rest pose of the tcp: above the near ranks, tilted so the wrist camera looks across the board."""
-GRIPPER_OPEN_RAD = 0.03
-"""Jaw faces 6 and 12 mm either side of the piece axis: room for a 4-4.3 mm grasp section plus the 2 mm
-offset, while the moving finger's outside stays clear of a neighbour 25 mm away (0.1 rad already hits it)."""
 GRIPPER_CLOSED_RAD = -0.17
 """Closed command: the force limit, not the position, sets the squeeze."""
 GRASP_OFFSET = 0.0024
@@ -54,12 +54,8 @@ RELEASE_SHIFT = 0.0015
 """After opening, the tcp backs this far away from the fixed pad (which still touches the piece) before rising."""
 TILTS_DEG = (0.0, 8.0, 16.0, 24.0, 32.0)
 """Approach tilts tried in order; the smallest reachable for both pick and place wins."""
-ARM_SPEED = 1.2
-"""rad/s of the fastest joint on free moves."""
-LINEAR_SPEED = 0.06
-"""m/s on descents, lifts and retreats."""
-SEGMENT_STEP = 0.01
-"""IK points every 1 cm along straight segments."""
+TRAVEL_HEIGHTS = (0.11, 0.10, 0.09, 0.08)
+"""tcp heights tried, highest first, for the rise between a capture's two legs (0.11: the rest pose's)."""
 RESUME_RADIUS = 0.003
 """Taking over, a tcp this close to a descent's vertical line (and turned as that descent needs) goes on down
 from where it is: a fresh plan climbing back to the hover point would teach the policy to undo its approach."""
@@ -76,10 +72,6 @@ def rest_pose(scene: Scene, ik: ArmIK | None = None) -> np.ndarray:
     return np.append(solution.q, GRIPPER_OPEN_RAD)
 
 
-class Unreachable(Exception):
-    """No IK solution for a waypoint of the plan being built."""
-
-
 @dataclass(frozen=True)
 class Grip:
     tilt: float
@@ -87,7 +79,7 @@ class Grip:
     place_closing: np.ndarray
 
 
-class Expert:
+class Expert(TrajectoryPieces):
     """Closed-loop scripted controller for one scene at a time (`reset`, then `act` every control step)."""
 
     def __init__(self, scene: Scene, dt: float, home_rad: np.ndarray | None = None):
@@ -102,23 +94,39 @@ class Expert:
         self.phase = "idle"
         self.last_target = self.home_rad
 
-    def reset(self, task: Task, target_slot: int, data: mujoco.MjData | None = None) -> None:
-        """Start on `task`; with `data` it takes over from that state, holding the arm where it stands (not at
-        the rest pose) should it find no plan."""
+    def reset(self, task: Task, slots: tuple[int, ...], data: mujoco.MjData | None = None) -> None:
+        """Start on `task`, whose legs move the pieces in `slots` (`ChessEnv.leg_slots`); with `data` it takes over
+        from that state, holding the arm where it stands (not at the rest pose) should it find no plan."""
         self.task = task
-        self.target = target_slot
+        self.slots = slots
         # IK restarts draw from this: reseeded per scene so a rollout depends on (seed, index) alone, not on
         # which scenes this process solved before.
         self.rng = np.random.default_rng([task.seed, task.index, 0xE7])
-        self.shape: PieceShape = piece_shape(task.piece)
-        self.goal = np.asarray(task.goal_xy, float)
-        self.yaw = task.pieces[task.target].yaw
         self.plan = []
         self.phase = "idle"
-        self.grip: Grip | None = None
         self.last_target = self.home_rad if data is None else self._arm_rad(data)
         self.gave_up: str | None = None
         """Why it stopped planning (an unreachable waypoint), None while it has a plan."""
+        self._reach: dict[tuple, bool] = {}
+        self._enter_leg(0)
+
+    def _enter_leg(self, leg: int) -> None:
+        """Work on the task's leg `leg` (a capture's first leg takes the captured piece to the capture area)."""
+        spec = self.task.legs[leg]
+        placement = self.task.pieces[spec.piece]
+        self.leg = leg
+        self.target = self.slots[leg]
+        self.kind = placement.kind
+        self.shape: PieceShape = piece_shape(placement.kind)
+        self.area = spec.area
+        self.goals = [np.asarray(spec.goal_xy, float)] if spec.area is None else area_points(spec.area)
+        """Where the piece may go, the preferred first: its square, or points along the capture area."""
+        self.goal = self.goals[0]
+        """The one the plan aims at (`_choose_grip` picks it among `goals`)."""
+        self.surface = self.scene.board_top if spec.area is None else TABLE_TOP
+        """Height of the surface the leg sets its piece on."""
+        self.yaw = placement.yaw
+        self.grip: Grip | None = None
 
     # ---------------------------------------------------------------- state
     def _arm_rad(self, data: mujoco.MjData) -> np.ndarray:
@@ -141,8 +149,10 @@ class Expert:
 
     def _placed(self, data: mujoco.MjData) -> bool:
         position = self._piece(data)
-        return (np.linalg.norm(position[:2] - self.goal) < 0.004
-                and position[2] - self.scene.board_top < 0.002)
+        # the leg's own goal, not a relay square the plan may be heading for
+        at_goal = np.linalg.norm(position[:2] - self.goals[0]) < 0.004 if self.area is None else in_area(position,
+                                                                                                         self.area)
+        return bool(at_goal and position[2] - self.surface < 0.002)
 
     # ---------------------------------------------------------------- control
     def act(self, data: mujoco.MjData) -> np.ndarray:
@@ -154,6 +164,9 @@ class Expert:
 
     def _plan_phase(self, data: mujoco.MjData) -> None:
         q = self._arm_rad(data)
+        # a leg before the last whose piece stands released at its goal is done: on to the next (no retreat)
+        while self.leg < len(self.slots) - 1 and self._placed(data) and not self._held(data):
+            self._enter_leg(self.leg + 1)
         if self.phase == "done":
             self.plan = [self.last_target]
         elif self._held(data):
@@ -175,37 +188,77 @@ class Expert:
             self.plan = [self.last_target]
 
     # ---------------------------------------------------------------- plans
-    def _choose_grip(self, pick_point: np.ndarray, place_point: np.ndarray, neighbours: np.ndarray
-                     ) -> Grip | None:
-        """Smallest tilt that reaches both squares; of the two ways round, the moving jaw (which opens
-        farther from the piece than the fixed one) goes to the side with more room first."""
+    def _choose_grip(self, pick_point: np.ndarray, neighbours: np.ndarray,
+                     goals: list[np.ndarray] | None = None) -> Grip | None:
+        """Smallest tilt that reaches the piece and a goal (`goals`, by default the leg's; of several along a
+        capture area, the middle of the longest run that it reaches: a point at the edge of the arm's reach fails
+        the plan's own waypoints), which becomes `goal`."""
+        goals = self.goals if goals is None else goals
         along_rank = np.array([0.0, 1.0, 0.0])
-        hint = along_rank if self.task.piece == "pawn" else np.array([-np.sin(self.yaw), np.cos(self.yaw), 0.0])
+        hint = along_rank if self.kind == "pawn" else np.array([-np.sin(self.yaw), np.cos(self.yaw), 0.0])
+        self._reach = {}
         for tilt_deg in TILTS_DEG:
-            tilt = np.deg2rad(tilt_deg)
-            candidates = []
-            for sign in (1.0, -1.0):
-                pick_c = closing_for(pick_point, sign * hint, tilt)
-                place_c = closing_for(place_point, pick_c if tilt == 0 else sign * hint, tilt)
-                room = min(jaw_room(pick_point, pick_c, neighbours), jaw_room(place_point, place_c, neighbours))
-                candidates.append((room, sign, pick_c, place_c))
-            for _, _, pick_c, place_c in sorted(candidates, key=lambda item: (-item[0], -item[1])):
-                poses = [grasp_pose(p + dz, c, tilt) for p, c in ((pick_point, pick_c), (place_point, place_c))
-                         for dz in (np.zeros(3), np.array([0, 0, HOVER + 0.01]))]
-                if all(self._reachable(pose) for pose in poses):
-                    return Grip(tilt=tilt, pick_closing=pick_c, place_closing=place_c)
+            grips = [self._grip_for(pick_point, goal, np.deg2rad(tilt_deg), hint, neighbours) for goal in goals]
+            chosen = middle_of_longest_run([grip is not None for grip in grips])
+            if chosen is not None:
+                self.goal = goals[chosen]
+                return grips[chosen]
+        return None
+
+    def _relay_grip(self, pick_point: np.ndarray, neighbours: np.ndarray) -> Grip | None:
+        """When no tilt reaches both the piece and its square (a long move between the far and the near ranks: the
+        arm reaches a point at only one or two tilts, which depend on its distance), the grip that sets the piece
+        down on the way on a free square from which another grip reaches the goal (`goal` becomes that square);
+        None when no candidate square serves."""
+        goal = self.goals[0]
+        for centre in relay_squares(self.scene.board, neighbours, pick_point[:2], goal):
+            relay = np.array([*centre, self.surface + self.shape.grasp_height])
+            if self._choose_grip(relay, neighbours) is None:
+                continue
+            grip = self._choose_grip(pick_point, neighbours, goals=[centre])
+            if grip is not None:
+                return grip
+        self.goal = goal
+        return None
+
+    def _grip_for(self, pick_point: np.ndarray, goal: np.ndarray, tilt: float, hint: np.ndarray,
+                  neighbours: np.ndarray) -> Grip | None:
+        """The grip at `tilt` that reaches the piece and `goal`, if any; of the two ways round, the moving jaw
+        (which opens farther from the piece than the fixed one) goes to the side with more room first."""
+        place_point = np.array([goal[0], goal[1], self.surface + self.shape.grasp_height])
+        candidates = []
+        for sign in (1.0, -1.0):
+            pick_c = closing_for(pick_point, sign * hint, tilt)
+            place_c = closing_for(place_point, pick_c if tilt == 0 else sign * hint, tilt)
+            room = min(jaw_room(pick_point, pick_c, neighbours), jaw_room(place_point, place_c, neighbours))
+            candidates.append((room, sign, pick_c, place_c))
+        # the carry reaches the goal at the lift's height, above the hover when the goal stands lower
+        carry = max(HOVER + 0.01, pick_point[2] + CARRY_CLEARANCE + 0.005 - place_point[2])
+        for _, _, pick_c, place_c in sorted(candidates, key=lambda item: (-item[0], -item[1])):
+            poses = [grasp_pose(p + [0.0, 0.0, dz], c, tilt)
+                     for p, c, top in ((pick_point, pick_c, HOVER + 0.01), (place_point, place_c, carry))
+                     for dz in (0.0, top)]
+            if all(self._reachable(pose) for pose in poses):
+                return Grip(tilt=tilt, pick_closing=pick_c, place_closing=place_c)
         return None
 
     def _reachable(self, pose: Pose) -> bool:
-        return self.ik.solve(pose, self.home_rad[:5], self.rng, restarts=6).ok
+        """Whether IK reaches `pose`; answers are kept for the plan being chosen (`_choose_grip` asks about the
+        piece's poses once for every goal along a capture area)."""
+        key = (*np.round(pose.position, 6), *np.round(pose.approach, 6), *np.round(pose.closing, 6))
+        if key not in self._reach:
+            self._reach[key] = self.ik.solve(pose, self.home_rad[:5], self.rng, restarts=6).ok
+        return self._reach[key]
 
     def _plan_pick(self, data: mujoco.MjData, q: np.ndarray) -> list[np.ndarray]:
         position = self._piece(data)
         pick = position + np.array([0.0, 0.0, self.shape.grasp_height])
-        place = np.array([self.goal[0], self.goal[1], self.scene.board_top + self.shape.grasp_height])
-        self.grip = self._choose_grip(pick, place, self._neighbours(data))
+        neighbours = self._neighbours(data)
+        self.grip = self._choose_grip(pick, neighbours)
+        if self.grip is None and self.area is None:
+            self.grip = self._relay_grip(pick, neighbours)
         if self.grip is None:
-            raise Unreachable("no approach tilt reaches both squares")
+            raise Unreachable("no approach tilt reaches both the piece and its goal")
         c = self.grip.pick_closing
         aim = pick + GRASP_OFFSET * c
         hover = aim + np.array([0.0, 0.0, HOVER])
@@ -219,11 +272,25 @@ class Expert:
             plan = self._line(q, tcp, aim, c, GRIPPER_OPEN_RAD)
         else:
             plan = self._open_gripper(q, 0.3)
+            if self.leg > 0:
+                plan += self._rise(plan[-1], tcp, data.site_xmat[self.scene.tcp_site].reshape(3, 3)[:, 0])
             plan += self._free_move(plan[-1], hover, c)
             plan += self._line(plan[-1], hover, aim, c, GRIPPER_OPEN_RAD)
         plan += self._gripper(plan[-1], GRIPPER_CLOSED_RAD, 0.6)
         plan += self._line(plan[-1], aim, lift, c, GRIPPER_CLOSED_RAD)
         return plan
+
+    def _rise(self, q: np.ndarray, tcp: np.ndarray, closing: np.ndarray) -> list[np.ndarray]:
+        """From the last leg's release, low beside the board: straight up, as high as `TRAVEL_HEIGHTS` reach, before
+        crossing the board (a joint-space move from down there sweeps the jaws through the near ranks)."""
+        for height in TRAVEL_HEIGHTS:
+            if tcp[2] >= height:
+                return []
+            try:
+                return self._line(q, tcp, np.array([tcp[0], tcp[1], height]), closing, q[5], keep_orientation=True)
+            except Unreachable:
+                continue
+        return []
 
     def _plan_place(self, data: mujoco.MjData, q: np.ndarray) -> list[np.ndarray]:
         position = self._piece(data)
@@ -262,7 +329,7 @@ class Expert:
         c = closing_for(np.array([*self.goal, 0.0]), grip.place_closing, grip.tilt)
         pose = grasp_pose(np.array([*self.goal, 0.1]), c, grip.tilt)
         rot_place = np.column_stack([pose.closing, np.cross(-pose.approach, pose.closing), -pose.approach])
-        base_goal = np.array([self.goal[0], self.goal[1], self.scene.board_top - PLACE_PRESS])
+        base_goal = np.array([self.goal[0], self.goal[1], self.surface - PLACE_PRESS])
         return c, base_goal - rot_place @ in_hand
 
     def _grip_in_hand(self, tcp: np.ndarray, rot: np.ndarray, in_hand: np.ndarray) -> Grip:
@@ -274,11 +341,18 @@ class Expert:
         radial = np.array([tcp[0], tcp[1], 0.0]) / np.linalg.norm(tcp[:2])
         approach = -rot[:, 2]
         present = np.rad2deg(np.arctan2(np.dot(approach, radial), -approach[2]))
+        self._reach = {}
         for tilt_deg in sorted(TILTS_DEG, key=lambda tilt: abs(tilt - present)):
             grip = Grip(tilt=np.deg2rad(tilt_deg), pick_closing=closing, place_closing=closing)
-            c, tcp_goal = self._place_target(grip, in_hand)
-            above = tcp_goal + np.array([0.0, 0.0, max(CARRY_CLEARANCE, tcp[2] - tcp_goal[2])])
-            if all(self._reachable(grasp_pose(point, c, grip.tilt)) for point in (tcp_goal, above)):
+            reached = []
+            for goal in self.goals:
+                self.goal = goal
+                c, tcp_goal = self._place_target(grip, in_hand)
+                above = tcp_goal + np.array([0.0, 0.0, max(CARRY_CLEARANCE, tcp[2] - tcp_goal[2])])
+                reached.append(all(self._reachable(grasp_pose(point, c, grip.tilt)) for point in (tcp_goal, above)))
+            chosen = middle_of_longest_run(reached)
+            if chosen is not None:
+                self.goal = self.goals[chosen]
                 return grip
         raise Unreachable("no approach tilt places the piece in hand")
 
@@ -305,66 +379,6 @@ class Expert:
                     and bottom[2] - 0.002 <= tcp[2] <= top[2] + 0.002
                     and np.dot(rot[:, 0], closing) >= np.cos(np.deg2rad(RESUME_ANGLE_DEG)))
 
-    # ---------------------------------------------------------------- trajectory pieces
-    def _solve(self, position: np.ndarray, closing: np.ndarray, q_near: np.ndarray) -> Solution:
-        pose = grasp_pose(position, closing, self.grip.tilt if self.grip else 0.0)
-        return self.ik.solve(pose, q_near[:5], self.rng, fallback=self.home_rad[:5])
-
-    def _free_move(self, q_from: np.ndarray, position: np.ndarray, closing: np.ndarray,
-                   gripper: float = GRIPPER_OPEN_RAD) -> list[np.ndarray]:
-        solution = self._solve(position, closing, q_from)
-        if not solution.ok:
-            raise Unreachable(f"tcp position {position}")
-        return self._joint_move(q_from, np.append(solution.q, gripper))
-
-    def _joint_move(self, q_from: np.ndarray, q_to: np.ndarray) -> list[np.ndarray]:
-        seconds = max(0.4, float(np.abs(q_to[:5] - q_from[:5]).max()) / ARM_SPEED)
-        return smooth(q_from, q_to, max(1, round(seconds / self.dt)))
-
-    def _line(self, q_from: np.ndarray, start: np.ndarray, end: np.ndarray, closing: np.ndarray, gripper: float,
-              speed: float = LINEAR_SPEED, keep_orientation: bool = False) -> list[np.ndarray]:
-        """Straight tcp segment: IK every SEGMENT_STEP, joint-space interpolation between them."""
-        length = float(np.linalg.norm(end - start))
-        points = max(1, int(np.ceil(length / SEGMENT_STEP)))
-        steps_per_point = max(1, round(length / speed / self.dt / points))
-        plan: list[np.ndarray] = []
-        q = np.append(q_from[:5], gripper)
-        for k in range(1, points + 1):
-            target = start + (end - start) * k / points
-            if keep_orientation:
-                q_next = self._track(q, target)
-            else:
-                solution = self._solve(target, closing, q)
-                if not solution.ok:
-                    raise Unreachable(f"tcp position {target}")
-                q_next = np.append(solution.q, gripper)
-            plan += smooth(q, q_next, steps_per_point, ease=(k == 1, k == points))
-            q = q_next
-        return plan
-
-    def _track(self, q: np.ndarray, target: np.ndarray) -> np.ndarray:
-        """Move the tcp to `target` keeping its current orientation (lifting a piece held at any angle)."""
-        _, rot = self.ik.forward(q[:5])
-        pose = Pose(position=target, approach=-rot[:, 2], closing=rot[:, 0])
-        solution = self.ik.solve(pose, q[:5], self.rng, restarts=2, fallback=self.home_rad[:5])
-        if not solution.ok:
-            raise Unreachable(f"tcp position {target}")
-        return np.append(solution.q, q[5])
-
-    def _gripper(self, q: np.ndarray, value: float, seconds: float) -> list[np.ndarray]:
-        target = q.copy()
-        target[5] = value
-        steps = max(1, round(seconds / self.dt))
-        half = steps // 2
-        return smooth(q, target, half) + [target] * (steps - half)
-
-    def _open_gripper(self, q: np.ndarray, seconds: float) -> list[np.ndarray]:
-        """Open the jaws where the arm stands (a single step when they are open already)."""
-        opened = np.append(q[:5], GRIPPER_OPEN_RAD)
-        if abs(q[5] - GRIPPER_OPEN_RAD) < 0.02:
-            return [opened]
-        return smooth(q, opened, max(1, round(seconds / self.dt)))
-
 
 class ExpertDriver:
     """The scripted expert driving a `ChessEnv`, from whatever state its episode is in."""
@@ -376,7 +390,7 @@ class ExpertDriver:
     def action(self) -> np.ndarray:
         """The expert's next joint target (6,) from the env's current state (it takes over from anywhere)."""
         if getattr(self.expert, "task", None) is not self.env.task:
-            self.expert.reset(self.env.task, self.env.target_slot)
+            self.expert.reset(self.env.task, self.env.leg_slots)
         return self.expert.act(self.env.data)
 
     def chunk(self, steps: int, film: bool = False):
@@ -389,12 +403,12 @@ class ExpertDriver:
         """Inside the block the expert, planning afresh, may drive the env from its current state; afterwards the
         episode is back where it was (physics, judge, step count, rewards paid) and the expert replans."""
         saved = self.env.save_state()
-        self.expert.reset(self.env.task, self.env.target_slot, self.env.data)
+        self.expert.reset(self.env.task, self.env.leg_slots, self.env.data)
         try:
             yield
         finally:
             self.env.restore_state(saved)
-            self.expert.reset(self.env.task, self.env.target_slot)
+            self.expert.reset(self.env.task, self.env.leg_slots)
 
     def solves(self) -> bool:
         """Run the expert to the end on a copy of the env's current state; the episode is left untouched."""

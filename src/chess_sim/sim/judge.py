@@ -16,6 +16,11 @@ Ends, one per episode:
   only when the target left the board.
 - `timeout`: none of the above by the time limit (a truncation, not a terminal state).
 A piece's yaw never counts: a knight facing sideways on its square is still on its square.
+
+A capture has two legs, each judged as above in turn: the captured piece to the capture area on the table
+(anywhere in it, upright, released), then the mover to its square. The snapshot names the leg's piece and goal;
+when a leg that is not the last is done, `leg_done` turns True and the env moves on (`next_leg`). Pieces of
+finished legs no longer count as disturbed when moved.
 """
 
 from __future__ import annotations
@@ -56,6 +61,15 @@ class Snapshot:
     """Smallest distance between a gripper geom and the target (capped, e.g. at 50 mm)."""
     jaw_centre: np.ndarray
     """(3,) midpoint of the two jaw pads."""
+    goal_top: float | None = None
+    """Height of the surface the leg sets its piece on (None: the board's top)."""
+    goal_area: tuple[float, float, float, float] | None = None
+    """A captured piece's goal: anywhere in this area of the table (x from, x to, y from, y to); None: within
+    `JudgeConfig.place_tolerance_mm` of `goal_xy`."""
+    finished: tuple[int, ...] = ()
+    """Slots of the pieces of finished legs (not counted as disturbed)."""
+    last_leg: bool = True
+    """Whether this leg's placement ends the episode in success."""
 
 
 @dataclass
@@ -77,6 +91,16 @@ class Judge:
     """First irreversible failure seen (`toppled` or `disturbed`)."""
     dropped: bool = False
     ended: str | None = None
+    leg_done: bool = False
+    """A leg that is not the last was just completed: the env moves to the next (`next_leg`)."""
+
+    def next_leg(self) -> None:
+        """Start judging the next leg of a capture: the per-leg measurements start again (the first lift and
+        grasp stay the episode's)."""
+        self.leg_done = False
+        self.max_rise_mm = 0.0
+        self.place_error_mm = math.nan
+        self.dropped = False
 
     def update(self, snap: Snapshot) -> str | None:
         """Fold in one snapshot; returns the end reason when the episode ends at this step, else None.
@@ -91,6 +115,7 @@ class Judge:
         tilted = snap.up[:, 2] < math.cos(math.radians(cfg.upright_deg))
         moved_sq = np.square(snap.positions - snap.start).sum(axis=1)
         moved_sq[snap.target] = 0.0
+        moved_sq[list(snap.finished)] = 0.0
         others_still = moved_sq.max() <= (cfg.disturb_mm / 1000.0) ** 2
         x, y, z = snap.positions[snap.target].tolist()
         rise_mm = 1000.0 * (z - snap.board_top)
@@ -111,16 +136,21 @@ class Judge:
                 self.failure = "toppled"
             elif not others_still:
                 self.failure = "disturbed"
-        off_board = not _on_board(x, y, self.board)
+        at_goal = (self.place_error_mm <= cfg.place_tolerance_mm if snap.goal_area is None
+                   else in_area(snap.positions[snap.target], snap.goal_area))
+        off_board = not _on_board(x, y, self.board) and not at_goal  # the capture area lies off the board
         held = snap.gripper_touches_target
         resting = snap.target_speed < cfg.resting_speed
         fell = not held and not resting and rise_mm > cfg.dropped_mm
-        lost_after_lift = (not held and resting and self.max_rise_mm >= cfg.lift_mm
-                           and self.place_error_mm > cfg.place_tolerance_mm)
+        lost_after_lift = not held and resting and self.max_rise_mm >= cfg.lift_mm and not at_goal
         if fell or off_board or lost_after_lift:
             self.dropped = True
 
-        if self.failure is None and self._placed(snap, bool(tilted.any()), rise_mm):
+        goal_top = snap.board_top if snap.goal_top is None else snap.goal_top
+        if self.failure is None and at_goal and self._placed(snap, bool(tilted.any()), 1000.0 * (z - goal_top)):
+            if not snap.last_leg:
+                self.leg_done = True
+                return None
             return self._end("success")
         if self.early_stop and self.failure is not None:
             return self._end(self.failure)
@@ -128,12 +158,11 @@ class Judge:
             return self._end("dropped")
         return None
 
-    def _placed(self, snap: Snapshot, any_tilted: bool, rise_mm: float) -> bool:
-        """Target on its square and released, and no piece leaning (one knocked during the release may still
-        be falling: its topple is not yet counted)."""
-        return (self.place_error_mm <= self.cfg.place_tolerance_mm
-                and not any_tilted
-                and abs(rise_mm) <= self.cfg.on_board_mm
+    def _placed(self, snap: Snapshot, any_tilted: bool, height_mm: float) -> bool:
+        """Target (at its goal) standing on the goal's surface (`height_mm` above it) and released, and no piece
+        leaning (one knocked during the release may still be falling: its topple is not yet counted)."""
+        return (not any_tilted
+                and abs(height_mm) <= self.cfg.on_board_mm
                 and snap.target_speed < self.cfg.resting_speed
                 and not snap.gripper_touches_target
                 and snap.gripper_clearance_mm >= self.cfg.gripper_clear_mm)
@@ -160,6 +189,12 @@ class Judge:
         }
 
 
+def in_area(position: np.ndarray, area: tuple[float, float, float, float]) -> bool:
+    """Whether a piece's base centre stands within `area` (x from, x to, y from, y to) seen from above."""
+    x0, x1, y0, y1 = area
+    return bool(x0 <= position[0] <= x1 and y0 <= position[1] <= y1)
+
+
 def _on_board(x: float, y: float, board: BoardConfig) -> bool:
     half = 4 * board.square
     return (board.near_edge <= x <= board.near_edge + 2 * half) and abs(y) <= half
@@ -173,6 +208,8 @@ def _finite(snap: Snapshot) -> bool:
 def episode_row(info: dict) -> dict:
     """One flat row of a finished episode's task and outcome, from its last step's `info` (for tables, CSV, JSON)."""
     row = {key: info[key] for key in ("seed", "index", "piece", "color", "from", "to", "instruction")}
+    if info.get("captured") is not None:  # only captures: the other profiles' rows keep their columns
+        row.update(captured=info["captured"], legs_done=info["legs_done"])
     row["end"] = info["end"]
     row.update(info["measurements"])
     return row

@@ -20,8 +20,8 @@ class LeRobotChessEnv(ChessEnv):
     """ChessEnv whose reset seed is the scene index on a fixed scene seed (see the module docstring)."""
 
     def __init__(self, scene_seed: int = TEST_SEED, env_profile: str = "baseline", early_stop: bool = True,
-                 observation_size: int | None = None, render_mode: str | None = "rgb_array"):
-        cfg = profile(env_profile)
+                 observation_size: int | None = None, render_mode: str | None = "rgb_array", tasks: str | None = None):
+        cfg = profile(env_profile, tasks)
         cfg = replace(cfg, early_stop=early_stop, camera=replace(cfg.camera, observation_size=observation_size))
         super().__init__(cfg, render_mode=render_mode, seed=scene_seed)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-from chess_sim.config import JOINT_NAMES, EnvConfig
+from chess_sim.config import JOINT_NAMES, BoardConfig, EnvConfig
 from chess_sim.sim import assets
 from chess_sim.sim.pieces import KINDS, piece_mesh, piece_shape
 from chess_sim.sim.tasks import DEFAULT_VISUALS, Task, Visuals
@@ -86,6 +86,8 @@ class Scene:
     default_light: tuple[np.ndarray, np.ndarray]
     """(position, diffuse) of the key light."""
     board_top: float
+    board: BoardConfig
+    """The board's geometry (square centres: `tasks.square_center`)."""
 
 
 def build_scene(cfg: EnvConfig) -> Scene:
@@ -179,6 +181,12 @@ def _gripper_to_body(spec: mujoco.MjSpec, body, pos: np.ndarray) -> tuple[np.nda
     return rot.reshape(3, 3).T @ (pos - np.asarray(body.pos, dtype=float)), inverse
 
 
+TABLE_TOP = 0.0
+"""Height of the table's top: parked and captured pieces stand on it (the board's top is `Scene.board_top`)."""
+CAPTURE_AREA_RGBA = [0.15, 0.45, 0.25, 1.0]
+"""The capture area's strip on the table (green felt): unlike any piece or board colour."""
+
+
 def _add_table_and_board(spec: mujoco.MjSpec, cfg: EnvConfig) -> None:
     board = cfg.scene.board
     world = spec.worldbody
@@ -196,6 +204,11 @@ def _add_table_and_board(spec: mujoco.MjSpec, cfg: EnvConfig) -> None:
                    size=[half + border, half + border, board.thickness / 2],
                    pos=[centre_x, 0.0, board.thickness / 2], rgba=[0.35, 0.2, 0.1, 1.0],
                    contype=1, conaffinity=3, friction=[board.friction, 0.005, 0.0001])
+    if cfg.scene.tasks == "captures":  # only there: the other profiles' images stay as they were
+        x0, x1, y0, y1 = cfg.scene.capture_area
+        world.add_geom(name="capture_area", type=mujoco.mjtGeom.mjGEOM_BOX,
+                       size=[(x1 - x0) / 2, (y1 - y0) / 2, 0.0001], pos=[(x0 + x1) / 2, (y0 + y1) / 2, 0.0001],
+                       rgba=CAPTURE_AREA_RGBA, contype=0, conaffinity=0, group=1, mass=0.0, density=0.0)
     # The squares are thin visual tiles on the collision board, never touched by contacts. All light squares
     # form one mesh and all dark squares another: two draw calls instead of 64 (+9% rendering speed), and
     # each colour is still one geom's rgba.
@@ -225,12 +238,16 @@ def _tiles_mesh(tiles: list[tuple[int, int]], board) -> tuple[np.ndarray, np.nda
 
 
 def _park_positions(cfg: EnvConfig) -> dict[str, list[tuple[float, float]]]:
-    """Two rows of parking spots beside the board per colour, one spot per slot."""
+    """Two rows of parking spots beside the board per colour, one spot per slot; with the `captures` tasks white's
+    rows stand 30 mm beyond the capture area."""
     board = cfg.scene.board
     edge = 4 * board.square + 0.03
     spots = {}
     for color, side in (("white", -1.0), ("black", 1.0)):
-        spots[color] = [(board.near_edge + (i % 8 + 0.5) * board.square, side * (edge + (i // 8) * board.square))
+        start = edge
+        if cfg.scene.tasks == "captures" and side < 0:
+            start = max(edge, -cfg.scene.capture_area[2] + 0.03)
+        spots[color] = [(board.near_edge + (i % 8 + 0.5) * board.square, side * (start + (i // 8) * board.square))
                         for i in range(16)]
     return spots
 
@@ -321,7 +338,7 @@ def _index(model: mujoco.MjModel, cfg: EnvConfig, slots) -> Scene:
         default_rgba=model.geom_rgba.copy(),
         default_cam=(model.cam_pos.copy(), model.cam_quat.copy()),
         default_light=(model.light_pos[0].copy(), model.light_diffuse[0].copy()),
-        board_top=cfg.scene.board.thickness,
+        board_top=cfg.scene.board.thickness, board=cfg.scene.board,
     )
 
 
@@ -351,7 +368,7 @@ def place_task(scene: Scene, data: mujoco.MjData, task: Task, arm_qpos_rad: np.n
     for spare in free.values():
         for slot_index in spare:
             slot = scene.slots[slot_index]
-            _set_free_pose(data, slot, slot.park_xy[0], slot.park_xy[1], 0.0, 0.0)
+            _set_free_pose(data, slot, slot.park_xy[0], slot.park_xy[1], TABLE_TOP, 0.0)
     data.qpos[scene.arm_qpos] = arm_qpos_rad
     data.ctrl[:] = arm_qpos_rad
     apply_visuals(scene, task.visuals)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from chess_sim.sim.judge import Snapshot
+from chess_sim.sim.judge import Snapshot, in_area
 from chess_sim.sim.scene import Scene
 
 NO_POINT = np.full(3, np.nan)
@@ -94,15 +94,19 @@ looks finite and calm, so the warning counters (cleared at every reset) are what
 
 
 def snapshot(scene: Scene, data: mujoco.MjData, contacts: ContactReader, start: np.ndarray, target: int,
-             goal_xy: np.ndarray, clearance_within_mm: float) -> Snapshot:
-    """Judge snapshot of `data`. The gripper clearance is computed only when the target is within
-    `clearance_within_mm` of the goal (it matters only there and costs a few distance queries)."""
+             goal_xy: np.ndarray, clearance_within_mm: float, goal_area: tuple | None = None,
+             goal_top: float | None = None, finished: tuple[int, ...] = (), last_leg: bool = True) -> Snapshot:
+    """Judge snapshot of `data` for the leg that takes `target` to `goal_xy` (or anywhere in `goal_area`, on a
+    surface at `goal_top`: the board by default); `finished` and `last_leg` as in `Snapshot`. The gripper clearance
+    is computed only when the target is within `clearance_within_mm` of the goal, or in its area (it matters only
+    there and costs a few distance queries)."""
     positions = data.xpos[contacts.bodies]
     up = data.xmat[contacts.bodies][:, 2::3]
     speeds = np.sqrt(np.square(data.qvel[contacts.qvel]).sum(axis=1))
     pads, touching = contacts.jaw_contacts(data, target)
     offset = positions[target, :2] - goal_xy
-    near_goal = 1000.0 * np.sqrt(offset @ offset) <= clearance_within_mm
+    near_goal = (1000.0 * np.sqrt(offset @ offset) <= clearance_within_mm if goal_area is None
+                 else in_area(positions[target], goal_area))
     clearance = contacts.clearance(data, target) if (near_goal and not touching) else 0.0
     max_speed = float(speeds.max())
     if not np.isfinite(max_speed) or any(data.warning[warning].number > 0 for warning in BLOWN_UP):
@@ -113,5 +117,5 @@ def snapshot(scene: Scene, data: mujoco.MjData, contacts: ContactReader, start: 
         positions=positions, up=up, start=start, target=target, goal_xy=goal_xy,
         board_top=scene.board_top, target_speed=float(speeds[target]), max_speed=max_speed,
         jaws_on_target=pads, gripper_touches_target=touching, gripper_clearance_mm=1000.0 * clearance,
-        jaw_centre=jaw_centre,
+        jaw_centre=jaw_centre, goal_area=goal_area, goal_top=goal_top, finished=finished, last_leg=last_leg,
     )

@@ -95,6 +95,18 @@ assert all(lo - hi > 2 * _COLOR_JITTER
 
 
 @dataclass(frozen=True)
+class Leg:
+    """One pick-and-place of a task: `Task.pieces[piece]` to `goal_xy` on the board, or for a captured piece
+    anywhere in the capture area on the table."""
+
+    piece: int
+    goal_xy: tuple[float, float]
+    """The goal square's centre (the capture area's centre for a captured piece)."""
+    area: tuple[float, float, float, float] | None = None
+    """For a captured piece, the capture area on the table (x from, x to, y from, y to): anywhere in it will do."""
+
+
+@dataclass(frozen=True)
 class Task:
     """A scene and the move to make in it; see `sample_task`."""
 
@@ -116,6 +128,10 @@ class Task:
     visuals: Visuals
     torch_seed: int
     """In [0, 2**31), from its own stream, for seeding policy sampling of this episode."""
+    captured: str | None
+    """The kind of the piece the move captures (it stands on `to_square`), None for a quiet move."""
+    legs: tuple[Leg, ...]
+    """The pick-and-places in order: the captured piece to the capture area first, then the mover to its square."""
 
 
 def instruction_text(color: str, piece: str, from_square: str, to_square: str) -> str:
@@ -128,16 +144,34 @@ def instruction_text(color: str, piece: str, from_square: str, to_square: str) -
     return f"Move the {color} {piece} from {from_square} to {to_square}."
 
 
-INSTRUCTION_GRAMMAR = "Move the <colour> <piece> from <square> to <square>."
-_INSTRUCTION = re.compile(rf"Move the ({'|'.join(COLORS)}) ({'|'.join(PIECES)}) from ([a-h][1-8]) to ([a-h][1-8])\.")
+def capture_text(color: str, piece: str, from_square: str, to_square: str, captured: str) -> str:
+    """The instruction of a capture, e.g. "Capture the black bishop on c5 with the white knight from d3."."""
+    instruction_text(color, piece, from_square, to_square)  # validates the names
+    if captured not in PIECES:
+        raise ValueError(f"bad captured piece: {captured!r}")
+    return f"Capture the {_other(color)} {captured} on {to_square} with the {color} {piece} from {from_square}."
 
 
-def parse_instruction(text: str) -> tuple[str, str, str, str]:
-    """(color, piece, from_square, to_square) of an `instruction_text` string; ValueError otherwise."""
-    m = _INSTRUCTION.fullmatch(text) if isinstance(text, str) else None
-    if m is None:
-        raise ValueError(f"instruction does not follow {INSTRUCTION_GRAMMAR!r}: {text!r}")
-    return m.group(1), m.group(2), m.group(3), m.group(4)
+def _other(color: str) -> str:
+    return COLORS[1 - COLORS.index(color)]
+
+
+INSTRUCTION_GRAMMAR = ("Move the <colour> <piece> from <square> to <square>. | "
+                       "Capture the <colour> <piece> on <square> with the <colour> <piece> from <square>.")
+_COLOR, _PIECE = f"({'|'.join(COLORS)})", f"({'|'.join(PIECES)})"
+_INSTRUCTION = re.compile(rf"Move the {_COLOR} {_PIECE} from ([a-h][1-8]) to ([a-h][1-8])\.")
+_CAPTURE = re.compile(rf"Capture the {_COLOR} {_PIECE} on ([a-h][1-8]) with the {_COLOR} {_PIECE} from ([a-h][1-8])\.")
+
+
+def parse_instruction(text: str) -> tuple[str, str, str, str, str | None]:
+    """(color, piece, from_square, to_square, captured kind or None) of an `instruction_text` or `capture_text`
+    string (the mover's colour and kind); ValueError otherwise, or for a capture of one's own colour."""
+    text = text if isinstance(text, str) else ""
+    if m := _INSTRUCTION.fullmatch(text):
+        return m.group(1), m.group(2), m.group(3), m.group(4), None
+    if (m := _CAPTURE.fullmatch(text)) and m.group(1) != m.group(4):
+        return m.group(4), m.group(5), m.group(6), m.group(3), m.group(2)
+    raise ValueError(f"instruction does not follow {INSTRUCTION_GRAMMAR!r}: {text!r}")
 
 
 def _qualifying(board: chess.Board, piece_type: int) -> list[chess.Move]:
@@ -168,13 +202,22 @@ def _play_opening(n: int, rng: np.random.Generator) -> chess.Board:
     raise RuntimeError(f"no {n}-ply random game without game over in {_MAX_RESTARTS} tries")
 
 
+def _captures(board: chess.Board, piece_type: int) -> list[chess.Move]:
+    """Legal captures by `piece_type` of a piece standing on the target square: no en passant, no promotion."""
+    moves = [m for m in board.legal_moves
+             if board.piece_type_at(m.from_square) == piece_type and board.piece_at(m.to_square) is not None
+             and m.promotion is None]
+    return sorted(moves, key=lambda m: m.uci())
+
+
 def _candidates(board: chess.Board, cfg: SceneConfig, move_rng: np.random.Generator) -> list[chess.Move]:
-    """The quiet moves of the piece type the task profile draws (none: the position has no qualifying move)."""
+    """The moves of the piece type the task profile draws (none: the position has no qualifying move)."""
     if cfg.tasks == "pawn-knight":
         first, second = ((chess.KNIGHT, chess.PAWN) if move_rng.random() < cfg.knight_fraction
                          else (chess.PAWN, chess.KNIGHT))
         return _qualifying(board, first) or _qualifying(board, second)
-    by_type = [moves for piece_type in PIECE_KINDS if (moves := _qualifying(board, piece_type))]
+    of_type = _captures if cfg.tasks == "captures" else _qualifying
+    by_type = [moves for piece_type in PIECE_KINDS if (moves := of_type(board, piece_type))]
     return by_type[int(move_rng.integers(len(by_type)))] if by_type else []
 
 
@@ -224,7 +267,8 @@ def sample_task(seed: int, index: int, cfg: SceneConfig) -> Task:
     A random game of U[min_plies, max_plies] plies is played from the initial position, then the side to
     move makes a quiet (non-capturing, non-promoting, non-castling) move of a piece the task profile
     `cfg.tasks` draws: a pawn or a knight (a knight with probability `cfg.knight_fraction` when both are
-    possible), or any piece type with a quiet move, uniformly.
+    possible), or any piece type with a quiet move, uniformly; with `captures`, a capture by any piece type that
+    has one, uniformly (its `legs`: the captured piece to `cfg.capture_area`, then the mover).
     """
     plies_ss, move_ss, place_ss, visual_ss, torch_ss = np.random.SeedSequence([seed, index]).spawn(5)
     plies_rng, move_rng = np.random.default_rng(plies_ss), np.random.default_rng(move_ss)
@@ -253,10 +297,20 @@ def sample_task(seed: int, index: int, cfg: SceneConfig) -> Task:
     color = "white" if mover.color == chess.WHITE else "black"
     piece = PIECE_KINDS[mover.piece_type]
     visuals = _sample_visuals(np.random.default_rng(visual_ss), cfg) if cfg.randomize_visuals else DEFAULT_VISUALS
+    squares = [p.square for p in pieces]
+    target, goal_xy = squares.index(from_sq), square_center(to_sq, cfg.board)
+    legs = (Leg(target, goal_xy),)
+    victim = board.piece_at(move.to_square)
+    captured = None if victim is None else PIECE_KINDS[victim.piece_type]
+    if captured is None:
+        instruction = instruction_text(color, piece, from_sq, to_sq)
+    else:
+        instruction = capture_text(color, piece, from_sq, to_sq, captured)
+        x0, x1, y0, y1 = cfg.capture_area
+        legs = (Leg(squares.index(to_sq), ((x0 + x1) / 2, (y0 + y1) / 2), area=tuple(cfg.capture_area)), *legs)
     return Task(
         seed=seed, index=index, fen=board.fen(), move_uci=move.uci(), piece=piece, color=color,
-        from_square=from_sq, to_square=to_sq, instruction=instruction_text(color, piece, from_sq, to_sq),
-        pieces=tuple(pieces), target=[p.square for p in pieces].index(from_sq),
-        goal_xy=square_center(to_sq, cfg.board), visuals=visuals,
-        torch_seed=int(np.random.default_rng(torch_ss).integers(0, 2**31)),
+        from_square=from_sq, to_square=to_sq, instruction=instruction, pieces=tuple(pieces), target=target,
+        goal_xy=goal_xy, visuals=visuals, torch_seed=int(np.random.default_rng(torch_ss).integers(0, 2**31)),
+        captured=captured, legs=legs,
     )
