@@ -179,3 +179,12 @@ def test_a_policy_config_with_a_wrong_type_is_one_line(tmp_path, capsys):
     assert main(["eval", "--policy", str(policy), "--episodes", "1", "--out", str(tmp_path / "eval")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "chunk must be an integer, got 'abc'" in err[0]
+
+
+@pytest.mark.parametrize("verb", ["eval", "rl", "record"])
+def test_a_policy_without_captures_is_refused_on_captures_in_one_line(verb, tiny_policy_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    extra = ["--episodes", "1"] if verb != "rl" else []
+    assert main([verb, "--policy", str(tiny_policy_dir), "--tasks", "captures", "--out", str(out), *extra]) == 2
+    assert "reads no capture instructions" in capsys.readouterr().err
+    assert not out.exists()

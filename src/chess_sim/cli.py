@@ -195,14 +195,14 @@ def _dagger_of(args: argparse.Namespace):
     """The DAgger recording `--policy` and the takeover flags ask for (None without --policy); the policy is
     opened here once, so a bad directory is refused before any simulator starts."""
     from chess_sim.imitation.dagger import Dagger
-    from chess_sim.policy.loading import load_policy
+    from chess_sim.policy.loading import check_reads, load_policy
 
     if args.policy is None:
         if _flags_given(args, DaggerConfig):
             raise UsageError("the DAgger flags (--round, --branch-every, --branch-steps, --start-spread) need --policy")
         return None
     try:
-        load_policy(args.policy)
+        check_reads(load_policy(args.policy), args.tasks)
     except ValueError as error:
         raise UsageError(str(error)) from None
     return Dagger(str(args.policy.resolve()), cli_args.config_from_args(DaggerConfig, args))

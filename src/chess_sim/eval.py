@@ -31,6 +31,7 @@ from chess_sim import atomic, jsonl
 from chess_sim.config import EnvConfig, EvalConfig
 from chess_sim.policy.base import observed_env
 from chess_sim.policy.lerobot_policy import LeRobotPolicy
+from chess_sim.policy.loading import check_reads
 from chess_sim.progress import Progress
 from chess_sim.report.summary import summarize
 from chess_sim.report.tables import write_csv
@@ -92,6 +93,11 @@ def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: boo
         raise EvalError("--noise and --start-spread act on the chess-sim flow policies' chain; this policy has no "
                         "such chain")
     _check_action_steps(policy, cfg)
+    if policy != EXPERT:
+        try:
+            check_reads(policy, env_cfg.scene.tasks)
+        except ValueError as error:
+            raise EvalError(str(error)) from None
     rows = _prepare_out(out, arguments, resume)
     torch_threads = torch.get_num_threads()
     todo = [i for i in range(cfg.episodes) if i not in rows]

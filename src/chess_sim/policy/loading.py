@@ -31,6 +31,16 @@ def load_evaluated(directory):
     return load_policy(directory)
 
 
+def check_reads(policy, tasks: str) -> None:
+    """ValueError (one line) when `policy` cannot read the instructions of the task profile `tasks`: a compact policy
+    trained without captures has no token for the captured piece (SmolVLA and LeRobot's policies read any text)."""
+    from chess_sim.policy.compact import CompactPolicy
+
+    base = getattr(policy, "base", policy)  # a learned start wraps the policy
+    if tasks == "captures" and isinstance(base, CompactPolicy) and not base.config.captures:
+        raise ValueError("this compact policy reads no capture instructions (it was trained without --tasks captures)")
+
+
 def _load_base(directory) -> FlowPolicy:
     from chess_sim.policy.compact import KIND as COMPACT, CompactPolicy
 

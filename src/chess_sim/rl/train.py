@@ -28,6 +28,7 @@ import torch
 from chess_sim import jsonl, runs
 from chess_sim.config import EnvConfig, EvalConfig, RewardConfig, RLConfig, replace_fields
 from chess_sim.policy.base import observed_env
+from chess_sim.policy.loading import check_reads
 from chess_sim.report.summary import summarize
 from chess_sim.rl.average import WeightAverage, averaged
 from chess_sim.rl.check import self_check, write_report
@@ -110,6 +111,10 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
     if continuing:  # the run's own checkpoint, whose learned start is the run's (initial_spread is spent)
         policy_dir = out / "last"
     model, optimizer = build(policy_dir, replace_fields(cfg, initial_spread=1.0) if continuing else cfg)
+    try:
+        check_reads(model.policy, env_cfg.scene.tasks)
+    except ValueError as error:
+        raise RLError(str(error)) from None
     # a resumed run's policy directory holds the average: it starts there, and the live weights come from the state
     average = WeightAverage(model.policy, cfg.ppo.ema) if cfg.ppo.ema else None
     generator = torch.Generator().manual_seed(cfg.run.seed)
