@@ -11,14 +11,14 @@ LAYERS = [
     {"config", "atomic", "jsonl", "progress", "video", "__init__"},
     {"sim"},
     {"data", "policy", "report"},
-    {"eval", "scheduler"},
+    {"eval", "scheduler", "play"},
     {"runs"},
     {"imitation", "rl"},
     {"cli", "cli_args", "__main__"},
 ]
 """Lowest first. Within a layer, only modules of the same package, or of one of the `SHARED` sets, may import each
 other."""
-SHARED = (LAYERS[0], {"eval", "scheduler"}, {"cli", "cli_args"})
+SHARED = (LAYERS[0], {"eval", "scheduler", "play"}, {"cli", "cli_args"})
 
 
 def unit(path: Path) -> str:

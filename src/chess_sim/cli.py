@@ -16,7 +16,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: a missing
 
 from chess_sim import atomic, cli_args  # noqa: E402
 from chess_sim.cli_args import UsageError  # noqa: E402
-from chess_sim.config import (POLICY_KINDS, PROFILES, RL_PROFILES, TASK_PROFILES, TEST_SEED, TRAIN_SEED,  # noqa: E402
+from chess_sim.config import (ON_FAILURE, POLICY_KINDS, PROFILES, RL_PROFILES, TASK_PROFILES, TEST_SEED, TRAIN_SEED,  # noqa: E402
                               DaggerConfig, EvalConfig, NoiseConfig, RecordConfig, RLConfig, SceneConfig, TrainConfig,
                               profile)
 
@@ -110,6 +110,21 @@ def build_parser() -> argparse.ArgumentParser:
     rl.add_argument("--verbose", action=argparse.BooleanOptionalAction, default=False,
                     help="print every iteration's full log line (JSON) instead of a progress bar and one line per "
                          "validation [default: false]")
+
+    play = verbs.add_parser("play", help="a game from a PGN file, move after move on one board: a per-move outcome "
+                                         "table and one video")
+    play.add_argument("--pgn", type=Path, required=True, help="the game (the file's first)")
+    play.add_argument("--policy", required=True, help="policy directory, or 'expert' for the scripted expert")
+    play.add_argument("--out", type=Path, required=True, help="folder for moves.csv, summary.json and game.mp4")
+    play.add_argument("--from-ply", type=cli_args.non_negative, default=0, help="start after this many plies")
+    play.add_argument("--plies", type=cli_args.positive, help="plies to play (default: the rest of the game)")
+    play.add_argument("--on-failure", choices=ON_FAILURE, default="stop",
+                      help="after a failed move: stop, or set the board up in the game's position and go on "
+                           "[default: %(default)s]")
+    play.add_argument("--video", action=argparse.BooleanOptionalAction, default=True,
+                      help="write game.mp4 [default: true]")
+    play.add_argument("--profile", choices=sorted(PROFILES), default="baseline")
+    play.add_argument("--json", type=Path, help="write the summary as JSON here")
 
     report = verbs.add_parser("report", help="one HTML page for a run: curves, comparisons, videos, arguments")
     report.add_argument("run", type=Path, help="an RL run, a training run or an evaluation directory")
@@ -342,6 +357,19 @@ def _flags_given(args: argparse.Namespace, cls) -> bool:
     return any(getattr(args, field.name, None) is not None for _, _, field in cli_args.leaf_fields(cls))
 
 
+def cmd_play(args: argparse.Namespace) -> dict:
+    from chess_sim.play import PlayError, moves_table, play
+
+    _check_output_dir(args.out)
+    try:
+        summary, rows = play(args.policy, args.pgn, args.out, from_ply=args.from_ply, plies=args.plies,
+                             on_failure=args.on_failure, video=args.video, env_profile=args.profile)
+    except PlayError as error:
+        raise UsageError(str(error)) from None
+    _print_report(moves_table(rows) + f"\n{summary['successes']} of {summary['tasks']} moves succeeded -> {args.out}")
+    return summary
+
+
 def cmd_report(args: argparse.Namespace) -> dict:
     from chess_sim.report.page import ReportError, build_report
 
@@ -357,7 +385,7 @@ def cmd_report(args: argparse.Namespace) -> dict:
 
 COMMANDS = {"scene": cmd_scene, "expert": cmd_expert, "record": cmd_record, "train": cmd_train, "eval": cmd_eval,
             "rl": cmd_rl, "rl-check": cmd_rl_check,
-            "report": cmd_report}
+            "play": cmd_play, "report": cmd_report}
 
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")

@@ -38,12 +38,16 @@ class EpisodeVideo:
         self.writer.close()
         self.tmp.unlink(missing_ok=True)
 
-    def close(self, outcome: str) -> Path:
+    def hold(self, outcome: str) -> None:
+        """Hold the last frame `OUTCOME_SECONDS` with the outcome written on it (a game's video: after each move)."""
         if self.last is not None:
             final = _caption(self.last, f"{self.instruction}  -> {outcome.upper()}")
             for _ in range(round(OUTCOME_SECONDS * self.fps)):
                 self.writer.append_data(final)
                 self.frames += 1
+
+    def close(self, outcome: str) -> Path:
+        self.hold(outcome)
         self.writer.close()
         self.tmp.replace(self.path)
         return self.path

@@ -11,7 +11,7 @@ simulator) and `learning` (recording, policies, training, evaluation, RL). Every
 """
 
 from chess_sim.config.base import (ACTION_DIM, BACKENDS, CAMERAS, CHUNK, DENOISE_STEPS, JOINT_NAMES,  # noqa: F401
-                                   POLICY_KINDS, TEST_SEED, TRAIN_SEED, VALIDATION_SEED, replace_fields)
+                                   ON_FAILURE, POLICY_KINDS, TEST_SEED, TRAIN_SEED, VALIDATION_SEED, replace_fields)
 from chess_sim.config.env import (PROFILES, BoardConfig, CameraConfig, EnvConfig, JudgeConfig,  # noqa: F401
                                   PhysicsConfig, RewardConfig, SceneConfig, TASK_PROFILES, profile)
 from chess_sim.config.learning import (LIKELIHOODS, RATIOS, RL_PROFILES, CompactConfig, DaggerConfig,  # noqa: F401

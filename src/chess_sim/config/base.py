@@ -29,6 +29,10 @@ POLICY_KINDS = ("compact", "smolvla")
 """Policies `chess-sim train` builds: the compact policy (new, or from `--init`), or SmolVLA from a LeRobot
 checkpoint."""
 
+ON_FAILURE = ("stop", "reset")
+"""What `chess-sim play` does after a failed move: stop the game, or set the board up in the game's position after
+that move and go on."""
+
 BACKENDS = ("local", "ray")
 """Where simulators run (`sim.vec_env.make_vec_env`): worker processes on this machine, or Ray actors anywhere
 in a cluster."""

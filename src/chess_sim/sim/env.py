@@ -55,7 +55,9 @@ class ChessEnv(gym.Env):
     ## Reset
     `reset(seed=S, options={"index": I})`. A new `seed` without an index starts at index 0; no seed continues with
     the next index. `info` holds the task and `torch_seed`; `task_description` is the instruction. The scripted
-    expert drives an env from beside it (`sim.expert.ExpertDriver`).
+    expert drives an env from beside it (`sim.expert.ExpertDriver`). A game (`chess_sim.play`) gives the task
+    instead (`options={"task": Task}`), and for its later moves the slot holding each of the task's pieces
+    (`"assignment"`): the pieces and the arm then stay where the last move left them.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
@@ -105,8 +107,11 @@ class ChessEnv(gym.Env):
             self._index = int(options["index"])
         else:
             self._index = 0 if seed is not None else self._index + 1
-        self.task = sample_task(self._scene_seed, self._index, self.cfg.scene)
-        self.assignment = place_task(self.scene, self.data, self.task, self.rest_rad)
+        self.task = options.get("task") or sample_task(self._scene_seed, self._index, self.cfg.scene)
+        if "assignment" in options:  # a game goes on: the pieces and the arm stay where the last move left them
+            self.assignment = tuple(options["assignment"])
+        else:
+            self.assignment = place_task(self.scene, self.data, self.task, self.rest_rad)
         self.leg_slots = tuple(self.assignment[leg.piece] for leg in self.task.legs)
         """The slot of each leg's piece (a capture: the captured piece's, then the mover's)."""
         self.start_positions = self.data.xpos[self.contacts.bodies].copy()

@@ -378,6 +378,15 @@ def place_task(scene: Scene, data: mujoco.MjData, task: Task, arm_qpos_rad: np.n
     return tuple(assignment)
 
 
+def park_piece(scene: Scene, data: mujoco.MjData, slot_index: int) -> None:
+    """Stand a piece on its parking spot beside the board and let the scene settle (a game clears each captured
+    piece from the capture area before its next move, as a helper at the table would)."""
+    slot = scene.slots[slot_index]
+    _set_free_pose(data, slot, slot.park_xy[0], slot.park_xy[1], TABLE_TOP, 0.0)
+    for _ in range(round(SETTLE_SECONDS / scene.model.opt.timestep)):
+        mujoco.mj_step(scene.model, data)
+
+
 def _set_free_pose(data: mujoco.MjData, slot: PieceSlot, x: float, y: float, z: float, yaw: float) -> None:
     data.qpos[slot.qpos:slot.qpos + 7] = [x, y, z + 0.0002, np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)]
     data.qvel[slot.qvel:slot.qvel + 6] = 0.0

@@ -276,8 +276,6 @@ def sample_task(seed: int, index: int, cfg: SceneConfig) -> Task:
 
     board = _play_opening(int(plies_rng.integers(cfg.min_plies, cfg.max_plies + 1)), plies_rng)
     move = _choose_move(board, cfg, plies_rng, move_rng)
-    mover = board.piece_at(move.from_square)
-    assert mover is not None
 
     occupied = [(sq, p) for sq in chess.SQUARES if (p := board.piece_at(sq)) is not None]
     # One row per piece, drawn in square order, so offsets depend only on the stream and the piece count.
@@ -293,10 +291,23 @@ def sample_task(seed: int, index: int, cfg: SceneConfig) -> Task:
             square=name, kind=PIECE_KINDS[p.piece_type], color="white" if p.color == chess.WHITE else "black",
             x=cx + float(ux) * offset, y=cy + float(uy) * offset, yaw=base_yaw + float(uyaw) * yaw_jitter))
 
+    visuals = _sample_visuals(np.random.default_rng(visual_ss), cfg) if cfg.randomize_visuals else DEFAULT_VISUALS
+    return move_task(board, move, tuple(pieces), cfg, seed, index, visuals,
+                     int(np.random.default_rng(torch_ss).integers(0, 2**31)))
+
+
+def move_task(board: chess.Board, move: chess.Move, pieces: tuple[Placement, ...], cfg: SceneConfig, seed: int,
+              index: int, visuals: Visuals = DEFAULT_VISUALS, torch_seed: int | None = None) -> Task:
+    """The task of making `move` (a quiet move or a capture of the piece on its target square) in the position
+    `board`, its pieces standing as `pieces` (in square order); `torch_seed` defaults to one drawn from
+    `(seed, index)`'s own stream, as `sample_task` draws it."""
+    if torch_seed is None:
+        torch_ss = np.random.SeedSequence([seed, index]).spawn(5)[4]
+        torch_seed = int(np.random.default_rng(torch_ss).integers(0, 2**31))
+    mover = board.piece_at(move.from_square)
     from_sq, to_sq = chess.square_name(move.from_square), chess.square_name(move.to_square)
     color = "white" if mover.color == chess.WHITE else "black"
     piece = PIECE_KINDS[mover.piece_type]
-    visuals = _sample_visuals(np.random.default_rng(visual_ss), cfg) if cfg.randomize_visuals else DEFAULT_VISUALS
     squares = [p.square for p in pieces]
     target, goal_xy = squares.index(from_sq), square_center(to_sq, cfg.board)
     legs = (Leg(target, goal_xy),)
@@ -310,7 +321,6 @@ def sample_task(seed: int, index: int, cfg: SceneConfig) -> Task:
         legs = (Leg(squares.index(to_sq), ((x0 + x1) / 2, (y0 + y1) / 2), area=tuple(cfg.capture_area)), *legs)
     return Task(
         seed=seed, index=index, fen=board.fen(), move_uci=move.uci(), piece=piece, color=color,
-        from_square=from_sq, to_square=to_sq, instruction=instruction, pieces=tuple(pieces), target=target,
-        goal_xy=goal_xy, visuals=visuals, torch_seed=int(np.random.default_rng(torch_ss).integers(0, 2**31)),
-        captured=captured, legs=legs,
+        from_square=from_sq, to_square=to_sq, instruction=instruction, pieces=pieces, target=target,
+        goal_xy=goal_xy, visuals=visuals, torch_seed=torch_seed, captured=captured, legs=legs,
     )
