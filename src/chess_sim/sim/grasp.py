@@ -1,5 +1,6 @@
 """Pure geometry and timing of the scripted expert's plans (`sim/expert.py`): room for the open jaws beside a
-piece, the closing direction an approach tilt allows, and the eased joint interpolation every plan segment uses.
+piece, the closing direction an approach tilt allows, the eased interpolation of straight segments and gripper moves,
+and the memoryless profile of free moves.
 
 Positions are world metres (x across the board away from the base, z up); joint vectors are radians, (6,) with the
 gripper last.
@@ -13,6 +14,8 @@ MOVING_JAW_REACH = 0.017
 """Horizontal distance from a gripped piece's axis to the middle of the open moving jaw (the fixed jaw's
 is ~8 mm): what neighbours on that side must clear."""
 FIXED_JAW_REACH = 0.008
+MOVE_DONE = 1e-4
+"""rad: a free move this close to its target has arrived (also its smallest step)."""
 
 
 def jaw_room(point: np.ndarray, closing: np.ndarray, neighbours: np.ndarray) -> float:
@@ -44,3 +47,21 @@ def smooth(q_from: np.ndarray, q_to: np.ndarray, steps: int, ease: tuple[bool, b
     elif ease[1]:
         s = np.sin(0.5 * np.pi * s)
     return [q_from + (q_to - q_from) * si for si in s]
+
+
+def resumable_move(q_from: np.ndarray, q_to: np.ndarray, dt: float, speed: float, brake: float) -> list[np.ndarray]:
+    """Targets from q_from (excluded) to q_to (included) whose every step depends only on the distance still to go
+    (the largest arm-joint gap): `speed` rad/s, slowing at `brake` rad/s^2 to stop at q_to. Memoryless, so a plan
+    made from any of its own targets is the rest of it: an expert taking over in the middle of a move goes on as the
+    one that started it (a cosine profile would start again from rest)."""
+    plan, q = [], np.asarray(q_from, dtype=float).copy()
+    while True:
+        gap = q_to - q
+        distance = float(np.abs(gap[:5]).max())
+        if distance < MOVE_DONE:
+            break
+        step = max(min(speed, np.sqrt(2.0 * brake * distance)) * dt, MOVE_DONE)
+        q = q + gap * min(1.0, step / distance)
+        plan.append(q.copy())
+    plan.append(np.array(q_to, dtype=float))
+    return plan

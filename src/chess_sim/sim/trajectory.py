@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from chess_sim.sim.grasp import smooth
+from chess_sim.sim.grasp import resumable_move, smooth
 from chess_sim.sim.ik import Pose, Solution, grasp_pose
 
 GRIPPER_OPEN_RAD = 0.03
@@ -19,6 +19,9 @@ GRIPPER_OPEN_RAD = 0.03
 offset, while the moving finger's outside stays clear of a neighbour 25 mm away (0.1 rad already hits it)."""
 ARM_SPEED = 1.2
 """rad/s of the fastest joint on free moves."""
+ARM_BRAKE = 3.0
+"""rad/s^2 of the fastest joint stopping at the end of a free move (they start at full speed: see `resumable_move`;
+a DAgger takeover mid-move then goes on as the demonstration did)."""
 LINEAR_SPEED = 0.06
 """m/s on descents, lifts and retreats."""
 SEGMENT_STEP = 0.01
@@ -44,8 +47,7 @@ class TrajectoryPieces:
         return self._joint_move(q_from, np.append(solution.q, gripper))
 
     def _joint_move(self, q_from: np.ndarray, q_to: np.ndarray) -> list[np.ndarray]:
-        seconds = max(0.4, float(np.abs(q_to[:5] - q_from[:5]).max()) / ARM_SPEED)
-        return smooth(q_from, q_to, max(1, round(seconds / self.dt)))
+        return resumable_move(q_from, q_to, self.dt, ARM_SPEED, ARM_BRAKE)
 
     def _line(self, q_from: np.ndarray, start: np.ndarray, end: np.ndarray, closing: np.ndarray, gripper: float,
               speed: float = LINEAR_SPEED, keep_orientation: bool = False) -> list[np.ndarray]:
