@@ -73,7 +73,8 @@ def rollout(model, vec, cfg, first: int, generator) -> dict:
             "policy": driver.policy_cpu_s, "resets": driver.parts["resets"]}
     return {"decisions": decisions, "episodes": len(driver.rows), "wall_s": wall,
             "decisions_per_s": decisions / wall, "raw_physics_decisions_per_s": decisions / raw,
-            "ratio": raw / wall, "block_fill": decisions / driver.rows_computed, "core_s": core, "main_process_wall_s": {
+            "ratio": raw / wall, "block_fill": decisions / driver.rows_computed, "core_s": core,
+            "main_process_wall_s": {
                 "decide": clock["decide"], "waiting_for_simulators": clock["env"]}}
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from chess_sim.cli import main
 from chess_sim.config import SceneConfig
-from chess_sim.play import PlayError, load_game, ply_tasks
+from chess_sim.play import PlayError, load_game, part_task, ply_parts
 
 GAME = Path(__file__).parent / "games" / "ruy_lopez_exchange.pgn"
 SCENE = SceneConfig(tasks="captures")
@@ -25,11 +25,13 @@ def centres(board):
 
 def test_castling_is_the_king_then_the_rook_and_a_capture_is_one_task_of_two_legs():
     board = chess.Board("r1bqkbnr/1ppp1ppp/p1B5/4p3/4P3/5N2/PPPP1PPP/RNBQK2R b KQkq - 0 4")
-    capture = ply_tasks(board, chess.Move.from_uci("d7c6"), centres(board), SCENE, 7, 1)
+    capture = [part_task(*part, centres(part[0]), SCENE, 7, 1)
+               for part in ply_parts(board, chess.Move.from_uci("d7c6"), 7)]
     assert [t.instruction for t in capture] == ["Capture the white bishop on c6 with the black pawn from d7."]
     assert len(capture[0].legs) == 2
     board.push_uci("d7c6")
-    king, rook = ply_tasks(board, chess.Move.from_uci("e1g1"), centres(board), SCENE, 8, 1)
+    king, rook = [part_task(*part, centres(part[0]), SCENE, 8, 1)
+                  for part in ply_parts(board, chess.Move.from_uci("e1g1"), 8)]
     assert (king.instruction, rook.instruction) == ("Move the white king from e1 to g1.",
                                                     "Move the white rook from h1 to f1.")
     assert "g1" in [p.square for p in rook.pieces] and "e1" not in [p.square for p in rook.pieces]
@@ -40,7 +42,7 @@ def test_castling_is_the_king_then_the_rook_and_a_capture_is_one_task_of_two_leg
 def test_en_passant_and_promotion_are_refused(fen, uci, words):
     board = chess.Board(fen)
     with pytest.raises(PlayError, match=f"{words} is not supported yet"):
-        ply_tasks(board, chess.Move.from_uci(uci), centres(board), SCENE, 0, 1)
+        ply_parts(board, chess.Move.from_uci(uci), 0)
 
 
 def test_a_game_loads_and_bad_files_are_refused(tmp_path):

@@ -16,8 +16,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: a missing
 
 from chess_sim import atomic, cli_args  # noqa: E402
 from chess_sim.cli_args import UsageError  # noqa: E402
-from chess_sim.config import (ON_FAILURE, POLICY_KINDS, PROFILES, RL_PROFILES, TASK_PROFILES, TEST_SEED, TRAIN_SEED,  # noqa: E402
-                              DaggerConfig, EvalConfig, NoiseConfig, RecordConfig, RLConfig, SceneConfig, TrainConfig,
+from chess_sim.config import (ON_FAILURE, POLICY_KINDS, PROFILES, RL_PROFILES, TASK_PROFILES,  # noqa: E402
+                              TEST_SEED, TRAIN_SEED, DaggerConfig, EvalConfig, NoiseConfig, RecordConfig, RLConfig, SceneConfig, TrainConfig,
                               profile)
 
 RECORD_FLAGS = {"recovery_fraction": "recovery"}

@@ -1,13 +1,14 @@
 """`chess-sim play`: a game from a PGN file, move after move on one board, by the scripted expert or a policy.
 
-Each ply is a task (`tasks.move_task`) that starts where the last one left the pieces and the arm: its placements
-are read from the simulation, and the env goes on from its state (`reset(options={"task", "assignment"})`). A quiet
-move is one task, a capture one task of two legs (the captured piece into the capture area, then the mover),
-castling two tasks (the king, then the rook). Between plies a captured piece is cleared from the capture area to
-its parking spot, as a helper at the table would, so the area never fills. The scenes use the `captures` task
-profile's layout (the capture area, white's parked pieces beyond it) and episode length. En passant and promotion
-are refused (not supported yet). A failed ply stops the game, or with `on_failure="reset"` the board is set up
-afresh in the game's position after that ply and the game goes on.
+Each ply is played as one or two tasks (`tasks.move_task`), each starting where the last one left the pieces and
+the arm: its placements are read from the simulation, and the env goes on from its state
+(`reset(options={"task", "assignment"})`). A quiet move is one task, a capture one task of two legs (the captured
+piece into the capture area, then the mover), castling two tasks (the king, then the rook). Between plies a
+captured piece is cleared from the capture area to its parking spot, as a helper at the table would, so the area
+never fills. The scenes use the `captures` task profile's layout (the capture area, white's parked pieces beyond
+it) and episode length. En passant and promotion are refused (not supported yet), before anything is played. A
+failed ply stops the game, or with `on_failure="reset"` the board is set up afresh in the game's position after
+that ply and the game goes on.
 
 Writes `moves.csv` (one row per task: ply, move in SAN, instruction, end, seconds, placement error), `summary.json`
 and, unless `video` is off, `game.mp4`: both cameras, every control step, the ply and instruction written above.
@@ -26,9 +27,8 @@ import chess.pgn
 
 from chess_sim import atomic
 from chess_sim.config import CHUNK, ON_FAILURE, TEST_SEED, EvalConfig, profile
+from chess_sim.eval import EXPERT
 from chess_sim.report.tables import write_csv
-
-EXPERT = "expert"
 
 
 class PlayError(Exception):
@@ -51,24 +51,27 @@ def load_game(path: Path) -> tuple[chess.Board, list[chess.Move]]:
     return game.board(), moves
 
 
-def ply_tasks(board: chess.Board, move: chess.Move, where: dict[str, tuple[float, float, float]], scene, ply: int,
-              seed: int) -> list:
-    """The tasks (`tasks.Task`) of one ply in `board`, the pieces standing at `where` (square -> x, y, yaw)."""
-    from chess_sim.sim.tasks import move_task
-
+def ply_parts(board: chess.Board, move: chess.Move, ply: int) -> list[tuple[chess.Board, chess.Move]]:
+    """The moves one ply is played as, each with the position it starts from: the ply itself, or for castling the
+    king's move and then the rook's; PlayError for en passant and promotion (not supported yet)."""
     if board.is_en_passant(move) or move.promotion is not None:
         what = "en passant" if board.is_en_passant(move) else "promotion"
         raise PlayError(f"ply {ply + 1} ({board.san(move)}): {what} is not supported yet")
     if not board.is_castling(move):
-        return [move_task(board, move, _placements(board, where), scene, seed, ply)]
-    king = chess.Move(move.from_square, move.to_square)
+        return [(board, move)]
     rook_from, rook_to = _castling_rook(board, move)
     after_king = board.copy(stack=False)
     after_king.remove_piece_at(move.from_square)
     after_king.set_piece_at(move.to_square, board.piece_at(move.from_square))
-    moved = {**where, chess.square_name(move.to_square): where[chess.square_name(move.from_square)]}
-    return [move_task(board, king, _placements(board, where), scene, seed, ply),
-            move_task(after_king, chess.Move(rook_from, rook_to), _placements(after_king, moved), scene, seed, ply)]
+    return [(board, chess.Move(move.from_square, move.to_square)), (after_king, chess.Move(rook_from, rook_to))]
+
+
+def part_task(board: chess.Board, move: chess.Move, where: dict[str, tuple[float, float, float]], scene, ply: int,
+              seed: int):
+    """The task (`tasks.Task`) of one part of a ply, the pieces standing at `where` (square -> x, y, yaw)."""
+    from chess_sim.sim.tasks import move_task
+
+    return move_task(board, move, _placements(board, where), scene, seed, ply)
 
 
 def _castling_rook(board: chess.Board, move: chess.Move) -> tuple[int, int]:
@@ -106,16 +109,18 @@ def play(policy: str | Path, pgn: Path, out: Path, from_ply: int = 0, plies: int
     last = len(moves) if plies is None else min(len(moves), from_ply + plies)
     for move in moves[:from_ply]:
         board.push(move)
+    probe, captures = board.copy(), False
+    for ply in range(from_ply, last):  # refuse what cannot be played before playing anything
+        ply_parts(probe, moves[ply], ply)
+        captures = captures or probe.is_capture(moves[ply])
+        probe.push(moves[ply])
     is_expert = str(policy) == EXPERT
     model = None
     if not is_expert:
         try:
             model = load_evaluated(policy)
-            probe = board.copy()
-            for move in moves[from_ply:last]:  # a policy for quiet moves plays a game's stretch without captures
-                if probe.is_capture(move):
-                    check_reads(model, "captures")
-                probe.push(move)
+            if captures:  # a policy for quiet moves plays a game's stretch without captures
+                check_reads(model, "captures")
         except ValueError as error:
             raise PlayError(str(error)) from None
     env_cfg = replace(profile(env_profile, "captures"), early_stop=True, render=not is_expert)
@@ -134,7 +139,8 @@ def play(policy: str | Path, pgn: Path, out: Path, from_ply: int = 0, plies: int
             move = moves[ply]
             san = board.san(move)
             failed = False
-            for task in ply_tasks(board, move, where, env_cfg.scene, ply, seed):
+            for part_board, part_move in ply_parts(board, move, ply):
+                task = part_task(part_board, part_move, where, env_cfg.scene, ply, seed)
                 options = {"task": task} if slots is None else {
                     "task": task, "assignment": [slots[p.square] for p in task.pieces]}
                 observation, info = env.reset(options=options)
@@ -151,12 +157,12 @@ def play(policy: str | Path, pgn: Path, out: Path, from_ply: int = 0, plies: int
                 if failed:
                     break
                 slots = _slots_after(env, task)
+                where = _read_placements(env, slots)  # castling's rook starts where the king's move left things
             board.push(move)
             if failed and on_failure == "stop":
                 break
             if failed:  # set the board up afresh in the game's position after this ply
-                slots = None
-            where = _square_centres(board, env_cfg.scene) if slots is None else _read_placements(env, slots)
+                slots, where = None, _square_centres(board, env_cfg.scene)
     finally:
         if recorder is not None:
             recorder.close(f"{sum(r['end'] == 'success' for r in rows)} of {len(rows)} moves")

@@ -170,3 +170,12 @@ def test_a_captured_piece_outside_its_area_or_floating_is_not_set_down():
     without_leg = judge()
     assert without_leg.update(capture_snap(moved([0.2, -0.15, 0.0]), clearance=5.0)) is None  # jaws too close
     assert not without_leg.leg_done
+
+
+def test_a_piece_held_off_the_board_is_not_dropped():
+    j = judge(early_stop=True)
+    carried = snap(moved([0.2, -0.15, 0.05]), touching=True, pads=2, speed=0.1)  # over the table, in the jaws
+    assert j.update(carried) is None and not j.dropped
+    assert j.timeout_end() == "timeout"
+    released = judge(early_stop=True)
+    assert released.update(snap(moved([0.2, -0.15, 0.0]))) == "dropped"  # let go off the board, at rest

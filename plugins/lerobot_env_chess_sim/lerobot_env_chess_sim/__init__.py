@@ -3,7 +3,8 @@
 LeRobot imports this package at start-up (it imports every installed `lerobot_env_*` distribution); importing it
 registers the `chess_sim` environment type with LeRobot and the Gymnasium id `lerobot_env_chess_sim/ChessSim-v0`
 (`chess_sim.sim.lerobot_env.LeRobotChessEnv`). Options: `--env.scene_seed` (the test seed by default),
-`--env.env_profile` (baseline, randomized), `--env.tasks` (pawn-knight, all-pieces, captures), `--env.early_stop`, `--env.observation_size` (None: the 256-pixel
+`--env.env_profile` (baseline, randomized), `--env.tasks` (pawn-knight, all-pieces, captures),
+`--env.early_stop`, `--env.observation_size` (None: the 256-pixel
 frames the datasets hold). Use `--seed=0` to play the scenes `chess-sim eval` plays (lerobot-eval's i-th episode
 plays scene index seed + i).
 """

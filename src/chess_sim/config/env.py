@@ -143,8 +143,8 @@ class JudgeConfig:
     resting_speed: float = 0.02
     """m/s: a piece slower than this is at rest (a settled piece moves < 1 mm/s)."""
     on_board_mm: float = 2.0
-    """A piece whose base is within this of the board surface stands on the board."""
-
+    """A piece whose base is within this of the surface it is set on (the board, or the table for a captured
+    piece) stands on it."""
     unstable_speed: float = 5.0
     """A piece faster than this (m/s), or MuJoCo's bad-acceleration warning, means the simulation diverged:
     end `unstable` (pieces move < 1 m/s in any real episode)."""

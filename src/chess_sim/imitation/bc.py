@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 from chess_sim import jsonl, runs
-from chess_sim.config import (CHUNK, POLICY_KINDS, VALIDATION_SEED, CompactConfig, EnvConfig, EvalConfig, TrainConfig,
-                              profile)
+from chess_sim.config import (CHUNK, POLICY_KINDS, VALIDATION_SEED, CompactConfig, EnvConfig, EvalConfig, SceneConfig,
+                              TrainConfig, profile)
 from chess_sim.data.integrity import DatasetFilesError, checked_metadata, repo_id
 from chess_sim.policy.base import FlowPolicy, Normalizer, flow_matching_loss, flow_times
 from chess_sim.policy.compact import CompactPolicy
@@ -117,6 +117,9 @@ def train(dataset_dirs: Path | list[Path], out: Path, cfg: TrainConfig, policy_c
     args = {"train": asdict(cfg), "dataset": str(roots[0]) if len(roots) == 1 else [str(root) for root in roots],
             "policy": policy_kind,
             "init": None if init is None else str(init)}
+    tasks = None if env_cfg is None else env_cfg.scene.tasks
+    if tasks not in (None, SceneConfig.tasks):  # the default leaves out the key, so runs from before still resume
+        args["tasks"] = tasks
     continuing = runs.open_run(out, resume, STATE_FILE, ARGS_FILE)
     if resume:
         runs.check_same_args(out / ARGS_FILE, args, _run_defining, "only --steps and the process settings")
@@ -178,9 +181,9 @@ PROCESS_SETTINGS = ("steps", "loader_workers", "cache_workers", "torch_threads")
 
 
 def _run_defining(args: dict) -> dict:
-    """What a resume must keep: the dataset, the policy kind and the training settings but `PROCESS_SETTINGS` (the
-    policy itself comes from `last/`, so `init` need not be given again)."""
-    return {"dataset": args["dataset"], "policy": args["policy"],
+    """What a resume must keep: the dataset, the policy kind, the task profile and the training settings but
+    `PROCESS_SETTINGS` (the policy itself comes from `last/`, so `init` need not be given again)."""
+    return {"dataset": args["dataset"], "policy": args["policy"], "tasks": args.get("tasks", SceneConfig.tasks),
             "train": {key: value for key, value in args["train"].items() if key not in PROCESS_SETTINGS}}
 
 

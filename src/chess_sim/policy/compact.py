@@ -5,8 +5,8 @@ one token; the instruction, which follows the grammar "Move the <colour> <piece>
 is four tokens (colour and piece embeddings; the from- and to-squares as Fourier features of their file and
 rank, so that squares seen in few demonstrations share what neighbouring squares taught), and a policy for
 captures ("Capture the <colour> <piece> on <square> with the <colour> <piece> from <square>.") reads the captured
-piece as a fifth. The action expert is a
-transformer over the T = 50 noisy action tokens attending to the prefix tokens. Each action token is also given the
+piece as a fifth. The action expert is a transformer over the T = 50 noisy action tokens attending to the prefix
+tokens. Each action token is also given the
 flow time t and a task vector (state and instruction through an MLP, kept in the prefix as `task`): where to go is
 said by the squares and the state, and handing them to every token directly makes the model learn that mapping far
 faster than when it must be found by attention among the image tokens.

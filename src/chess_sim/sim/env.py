@@ -22,8 +22,9 @@ class ChessEnv(gym.Env):
     """
     ## Description
     An SO-101 arm (LeRobot's follower, simulated in MuJoCo) beside a chessboard; a scene is a chess position
-    reached by random legal plies and one legal, non-capturing pawn or knight move to perform, given in words
-    (`info["instruction"]`, e.g. "Move the white knight from g1 to f3."). Scenes are a pure function of
+    reached by random legal plies and one legal move to perform, given in words (`info["instruction"]`, e.g.
+    "Move the white knight from g1 to f3."): a quiet pawn or knight move by default, or as the task profile
+    (`SceneConfig.tasks`) says, a quiet move of any piece or a capture. Scenes are a pure function of
     `(seed, index)`.
 
     ## Action space
@@ -43,7 +44,8 @@ class ChessEnv(gym.Env):
     `toppled` / `disturbed` once when that failure first happens. The terms are in `info["reward_terms"]`.
 
     ## Starting state
-    Arm at its rest pose, gripper open, pieces placed with small offsets and settled for 0.1 s.
+    Arm at its rest pose, gripper open, pieces placed with small offsets and settled for 0.1 s (a game's later
+    moves start where the last one left everything: see Reset).
 
     ## Episode end
     `terminated` on success, `unstable`, and (with `EnvConfig.early_stop`) on an irreversible failure;

@@ -138,8 +138,9 @@ class Judge:
                 self.failure = "disturbed"
         at_goal = (self.place_error_mm <= cfg.place_tolerance_mm if snap.goal_area is None
                    else in_area(snap.positions[snap.target], snap.goal_area))
-        off_board = not _on_board(x, y, self.board) and not at_goal  # the capture area lies off the board
         held = snap.gripper_touches_target
+        # released off the board, and not in the capture area (a captured piece carried over the table is no drop)
+        off_board = not held and not _on_board(x, y, self.board) and not at_goal
         resting = snap.target_speed < cfg.resting_speed
         fell = not held and not resting and rise_mm > cfg.dropped_mm
         lost_after_lift = not held and resting and self.max_rise_mm >= cfg.lift_mm and not at_goal

@@ -372,8 +372,7 @@ def place_task(scene: Scene, data: mujoco.MjData, task: Task, arm_qpos_rad: np.n
     data.qpos[scene.arm_qpos] = arm_qpos_rad
     data.ctrl[:] = arm_qpos_rad
     apply_visuals(scene, task.visuals)
-    for _ in range(round(SETTLE_SECONDS / model.opt.timestep)):
-        mujoco.mj_step(model, data)
+    _settle(scene, data)
     data.time = 0.0
     return tuple(assignment)
 
@@ -383,6 +382,11 @@ def park_piece(scene: Scene, data: mujoco.MjData, slot_index: int) -> None:
     piece from the capture area before its next move, as a helper at the table would)."""
     slot = scene.slots[slot_index]
     _set_free_pose(data, slot, slot.park_xy[0], slot.park_xy[1], TABLE_TOP, 0.0)
+    _settle(scene, data)
+
+
+def _settle(scene: Scene, data: mujoco.MjData) -> None:
+    """`SETTLE_SECONDS` of physics with the controls as they are: placed pieces come to rest."""
     for _ in range(round(SETTLE_SECONDS / scene.model.opt.timestep)):
         mujoco.mj_step(scene.model, data)
 

@@ -223,7 +223,7 @@ def _candidates(board: chess.Board, cfg: SceneConfig, move_rng: np.random.Genera
 
 def _choose_move(board: chess.Board, cfg: SceneConfig, plies_rng: np.random.Generator,
                  move_rng: np.random.Generator) -> chess.Move:
-    """The task move, a quiet move of the profile's pieces (`_candidates`); more random plies are played while
+    """The task move of the profile (`_candidates`: a quiet move or a capture); more random plies are played while
     none exists."""
     for _ in range(_MAX_RESTARTS):
         moves = _candidates(board, cfg, move_rng)
@@ -232,7 +232,7 @@ def _choose_move(board: chess.Board, cfg: SceneConfig, plies_rng: np.random.Gene
         if not _random_ply(board, plies_rng):
             # That ply would end the game: restart the whole opening rather than search for another.
             board.set_fen(_play_opening(int(plies_rng.integers(cfg.min_plies, cfg.max_plies + 1)), plies_rng).fen())
-    raise RuntimeError(f"no position with a quiet move of the {cfg.tasks} profile found")
+    raise RuntimeError(f"no position with a move of the {cfg.tasks} profile found")
 
 
 def _uniform(rng: np.random.Generator, bound: float, n: int) -> tuple[float, ...]:
@@ -270,7 +270,7 @@ def sample_task(seed: int, index: int, cfg: SceneConfig) -> Task:
     possible), or any piece type with a quiet move, uniformly; with `captures`, a capture by any piece type that
     has one, uniformly (its `legs`: the captured piece to `cfg.capture_area`, then the mover).
     """
-    plies_ss, move_ss, place_ss, visual_ss, torch_ss = np.random.SeedSequence([seed, index]).spawn(5)
+    plies_ss, move_ss, place_ss, visual_ss, _ = np.random.SeedSequence([seed, index]).spawn(5)
     plies_rng, move_rng = np.random.default_rng(plies_ss), np.random.default_rng(move_ss)
     place_rng = np.random.default_rng(place_ss)
 
@@ -292,18 +292,16 @@ def sample_task(seed: int, index: int, cfg: SceneConfig) -> Task:
             x=cx + float(ux) * offset, y=cy + float(uy) * offset, yaw=base_yaw + float(uyaw) * yaw_jitter))
 
     visuals = _sample_visuals(np.random.default_rng(visual_ss), cfg) if cfg.randomize_visuals else DEFAULT_VISUALS
-    return move_task(board, move, tuple(pieces), cfg, seed, index, visuals,
-                     int(np.random.default_rng(torch_ss).integers(0, 2**31)))
+    return move_task(board, move, tuple(pieces), cfg, seed, index, visuals)
 
 
 def move_task(board: chess.Board, move: chess.Move, pieces: tuple[Placement, ...], cfg: SceneConfig, seed: int,
-              index: int, visuals: Visuals = DEFAULT_VISUALS, torch_seed: int | None = None) -> Task:
+              index: int, visuals: Visuals = DEFAULT_VISUALS) -> Task:
     """The task of making `move` (a quiet move or a capture of the piece on its target square) in the position
-    `board`, its pieces standing as `pieces` (in square order); `torch_seed` defaults to one drawn from
-    `(seed, index)`'s own stream, as `sample_task` draws it."""
-    if torch_seed is None:
-        torch_ss = np.random.SeedSequence([seed, index]).spawn(5)[4]
-        torch_seed = int(np.random.default_rng(torch_ss).integers(0, 2**31))
+    `board`, its pieces standing as `pieces` (in square order); its torch seed comes from `(seed, index)`'s own
+    stream (the fifth of `sample_task`'s)."""
+    torch_ss = np.random.SeedSequence([seed, index]).spawn(5)[4]
+    torch_seed = int(np.random.default_rng(torch_ss).integers(0, 2**31))
     mover = board.piece_at(move.from_square)
     from_sq, to_sq = chess.square_name(move.from_square), chess.square_name(move.to_square)
     color = "white" if mover.color == chess.WHITE else "black"
