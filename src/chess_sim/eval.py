@@ -236,8 +236,7 @@ class _EvalDriver:
         episode.decisions += 1
         episode.observation, episode.info = result.observation, info
         if episode.video is not None:
-            for offset, frames in enumerate(info.pop("frames")):
-                episode.video.add(frames, info["steps"] - info["executed"] + offset + 1)
+            episode.video.add_chunk(info)
         if not (result.terminated or result.truncated):
             return False
         row = _finish(episode, info, self.env_cfg.physics.control_hz)

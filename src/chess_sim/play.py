@@ -190,8 +190,7 @@ def _drive(env, driver, model, observation: dict, info: dict, recorder) -> dict:
             chunk = decide(model, [observation], [info["instruction"]], [generator], EvalConfig())[0]
             observation, _, terminated, truncated, info = env.step_chunk(chunk, film=film)
         if film:
-            for offset, frames in enumerate(info.pop("frames")):
-                recorder.add(frames, info["steps"] - info["executed"] + offset + 1)
+            recorder.add_chunk(info)
         if terminated or truncated:
             return info
 
@@ -221,11 +220,9 @@ def _read_placements(env, slots: dict[str, int]) -> dict[str, tuple[float, float
 
 def _square_centres(board: chess.Board, scene) -> dict[str, tuple[float, float, float]]:
     """Square -> (x, y, yaw) with every piece on its square's centre (knights facing the opponent)."""
-    from chess_sim.sim.tasks import square_center
+    from chess_sim.sim.tasks import facing_yaw, square_center
 
-    return {chess.square_name(square): (*square_center(chess.square_name(square), scene.board),
-                                        math.pi if piece.piece_type == chess.KNIGHT and piece.color == chess.BLACK
-                                        else 0.0)
+    return {chess.square_name(square): (*square_center(chess.square_name(square), scene.board), facing_yaw(piece))
             for square, piece in board.piece_map().items()}
 
 

@@ -33,6 +33,11 @@ class EpisodeVideo:
         self.writer.append_data(_caption(self.last, f"{self.instruction}  t={step / self.fps:4.1f}s"))
         self.frames += 1
 
+    def add_chunk(self, info: dict) -> None:
+        """The frames of a filmed chunk (`info["frames"]`, taken out of `info`), each at its control step."""
+        for offset, frames in enumerate(info.pop("frames")):
+            self.add(frames, info["steps"] - info["executed"] + offset + 1)
+
     def discard(self) -> None:
         """Drop an unfinished video (its episode is being re-run)."""
         self.writer.close()

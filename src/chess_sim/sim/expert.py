@@ -26,7 +26,7 @@ import numpy as np
 
 from chess_sim.sim.goals import area_points, middle_of_longest_run, relay_squares
 from chess_sim.sim.grasp import closing_for, jaw_room
-from chess_sim.sim.ik import ArmIK, grasp_pose
+from chess_sim.sim.ik import ArmIK, Pose, grasp_pose
 from chess_sim.sim.judge import in_area
 from chess_sim.sim.pieces import PieceShape, piece_shape
 from chess_sim.sim.scene import TABLE_TOP, Scene
@@ -149,9 +149,10 @@ class Expert(TrajectoryPieces):
 
     def _placed(self, data: mujoco.MjData) -> bool:
         position = self._piece(data)
-        # the leg's own goal, not a relay square the plan may be heading for
-        at_goal = np.linalg.norm(position[:2] - self.goals[0]) < 0.004 if self.area is None else in_area(position,
-                                                                                                         self.area)
+        if self.area is not None:
+            at_goal = in_area(position, self.area)
+        else:  # the leg's own square, not a relay square the plan may be heading for
+            at_goal = np.linalg.norm(position[:2] - self.goals[0]) < 0.004
         return bool(at_goal and position[2] - self.surface < 0.002)
 
     # ---------------------------------------------------------------- control

@@ -115,7 +115,8 @@ class Judge:
         tilted = snap.up[:, 2] < math.cos(math.radians(cfg.upright_deg))
         moved_sq = np.square(snap.positions - snap.start).sum(axis=1)
         moved_sq[snap.target] = 0.0
-        moved_sq[list(snap.finished)] = 0.0
+        if snap.finished:
+            moved_sq[list(snap.finished)] = 0.0
         others_still = moved_sq.max() <= (cfg.disturb_mm / 1000.0) ** 2
         x, y, z = snap.positions[snap.target].tolist()
         rise_mm = 1000.0 * (z - snap.board_top)

@@ -235,6 +235,12 @@ def _choose_move(board: chess.Board, cfg: SceneConfig, plies_rng: np.random.Gene
     raise RuntimeError(f"no position with a move of the {cfg.tasks} profile found")
 
 
+def facing_yaw(piece: chess.Piece) -> float:
+    """A piece's yaw as set up on a real board: knights face the opponent (black's point toward the robot, pi),
+    the other pieces 0."""
+    return math.pi if piece.piece_type == chess.KNIGHT and piece.color == chess.BLACK else 0.0
+
+
 def _uniform(rng: np.random.Generator, bound: float, n: int) -> tuple[float, ...]:
     return tuple(float(v) for v in rng.uniform(-bound, bound, n))
 
@@ -285,8 +291,7 @@ def sample_task(seed: int, index: int, cfg: SceneConfig) -> Task:
     for (sq, p), (ux, uy, uyaw) in zip(occupied, jitter):
         name = chess.square_name(sq)
         cx, cy = square_center(name, cfg.board)
-        # Knights face the opponent, as set up on a real board; black's therefore point toward the robot.
-        base_yaw = math.pi if p.piece_type == chess.KNIGHT and p.color == chess.BLACK else 0.0
+        base_yaw = facing_yaw(p)
         pieces.append(Placement(
             square=name, kind=PIECE_KINDS[p.piece_type], color="white" if p.color == chess.WHITE else "black",
             x=cx + float(ux) * offset, y=cy + float(uy) * offset, yaw=base_yaw + float(uyaw) * yaw_jitter))
