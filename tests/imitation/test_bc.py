@@ -86,6 +86,26 @@ def test_interrupted_in_the_middle_of_an_epoch_and_resumed_equals_one_run(datase
         train(dataset, tmp_path / "parts", replace(quick, lr=1e-2), SMALL, resume=True)
 
 
+def test_a_weight_average_is_what_saves_and_it_resumes_as_one_run(dataset, tmp_path, monkeypatch):
+    quick = replace(QUICK, ema=0.9)
+    train(dataset, tmp_path / "whole", quick, SMALL)
+    interrupt_at_call(monkeypatch, 24)
+    with pytest.raises(KeyboardInterrupt):
+        train(dataset, tmp_path / "parts", quick, SMALL)
+    train(dataset, tmp_path / "parts", quick, SMALL, resume=True)
+    assert losses(tmp_path / "parts") == losses(tmp_path / "whole")
+    saved, resumed = (CompactPolicy.load(tmp_path / name / "last").state_dict() for name in ("whole", "parts"))
+    assert all(torch.equal(saved[key], resumed[key]) for key in saved)
+    # the steps are those of a run without the average: its live weights are that run's weights
+    train(dataset, tmp_path / "plain", QUICK, SMALL)
+    plain = CompactPolicy.load(tmp_path / "plain" / "last").state_dict()
+    live = torch.load(tmp_path / "whole" / "last" / "trainer.pt", weights_only=True)["live_policy"]
+    assert live and all(torch.equal(live[key], plain[key]) for key in live)
+    assert any(not torch.equal(live[key], saved[key]) for key in live)
+    with pytest.raises(RunError, match="other settings"):  # the average is part of what the run is
+        train(dataset, tmp_path / "parts", replace(quick, ema=0.0), SMALL, resume=True)
+
+
 def test_interrupted_during_a_validation_and_resumed_equals_one_run(dataset, tmp_path, monkeypatch):
     import chess_sim.imitation.bc as bc
 

@@ -145,12 +145,16 @@ class TrainConfig:
     recovery: bool = True
     """Train on the recovery demonstrations too; False keeps only the clean expert episodes (the ablation in
     `models/baseline/MODEL_CARD.md`)."""
+    ema: float = 0.0
+    """Decay per step of an exponential moving average of the trained weights (`rl/average.py`): the steps move
+    the live weights, validations and the saved policies (`best`, `last`) are the average; 0: no average."""
 
     def __post_init__(self):
         at_least(self, 1, "steps", "batch_size", "save_every", "log_every", "cache_workers", "torch_threads")
         at_least(self, 0, "lr", "weight_decay", "warmup_steps", "grad_clip", "val_every", "val_episodes",
                   "loader_workers")
         require(self.time_beta > 0, f"time_beta must be positive, got {self.time_beta}")
+        require(0.0 <= self.ema < 1.0, f"ema must be at least 0 and below 1, got {self.ema}")
 
 
 @dataclass(frozen=True)

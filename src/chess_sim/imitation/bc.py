@@ -8,7 +8,8 @@ Checkpoints: `<out>/last` every `save_every` steps and at the end (policy files 
 optimizer, scheduler and step; each step's batch and noise are functions of the seed and the step, see
 `batch_order` and `step_generator`), so `resume` continues without losing or repeating a step and trains exactly
 as an uninterrupted run would, and
-`<out>/best` (highest validation success; a later one wins ties). `<out>/train_log.jsonl`: one line per log
+`<out>/best` (highest validation success; a later one wins ties). With a weight average (`TrainConfig.ema`) both hold
+the average, which is also what validates, and `trainer.pt` keeps the live weights the steps move. `<out>/train_log.jsonl`: one line per log
 interval and per validation. Validations are evaluations (`chess_sim.eval`) of the noise-free policy on the
 validation scenes, each kept in `<out>/val/step_XXXXXX`; `<out>/curves.png` (loss and validation success) and
 `<out>/report.html` are redrawn at each validation. Every file is written atomically.
@@ -35,6 +36,7 @@ from chess_sim.config import (CHUNK, POLICY_KINDS, VALIDATION_SEED, CompactConfi
 from chess_sim.data.integrity import DatasetFilesError, checked_metadata, repo_id
 from chess_sim.policy.base import FlowPolicy, Normalizer, flow_matching_loss, flow_times
 from chess_sim.policy.compact import CompactPolicy
+from chess_sim.rl.average import WeightAverage, averaged
 
 STATE_FILE = "trainer.pt"
 ARGS_FILE = "train_args.json"
@@ -140,6 +142,8 @@ def train(dataset_dirs: Path | list[Path], out: Path, cfg: TrainConfig, policy_c
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=cfg.lr,
                                   weight_decay=cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(cfg))
+    # a resumed run's `last` holds the average: it starts there, and the live weights come from the state
+    average = WeightAverage(policy, cfg.ema) if cfg.ema else None
     step, best, losses = 0, -1.0, []
     if continuing:
         state = runs.load_state(out / "last" / STATE_FILE)
@@ -148,13 +152,15 @@ def train(dataset_dirs: Path | list[Path], out: Path, cfg: TrainConfig, policy_c
             scheduler.load_state_dict(state["scheduler"])
             step, best = state["step"], state["best"]
             losses = list(state.get("unlogged_losses", []))
+            if average is not None:
+                WeightAverage.copy_into(policy, state["live_policy"])
         except (KeyError, RuntimeError, ValueError, TypeError) as error:
             raise TrainError(f"{out}/last/{STATE_FILE} does not fit this run ({str(error).splitlines()[0]})") from None
         runs.trim_log(out / "train_log.jsonl", "step", step)
     else:
         out.mkdir(parents=True, exist_ok=True)
         runs.write_args(out / ARGS_FILE, args)
-        _checkpoint(policy, out, optimizer, scheduler, step, best, [])  # resumable from the first second
+        _checkpoint(policy, out, optimizer, scheduler, step, best, [], average)  # resumable from the first second
 
     # a finished run resumed (a loop re-running every step) decodes no frames it will not train on
     batches = _batches(dataset, policy, cfg, step) if step < cfg.steps else iter(())
@@ -163,11 +169,11 @@ def train(dataset_dirs: Path | list[Path], out: Path, cfg: TrainConfig, policy_c
     progress = _Progress(step, best)
     try:
         if continuing and _missing_validation(out, step, cfg):
-            progress.best = _validation(policy, cfg, env_cfg, out, step, best, bar)
-        _loop(policy, batches, optimizer, scheduler, cfg, env_cfg, out, progress, losses, bar)
+            progress.best = _validation(policy, cfg, env_cfg, out, step, best, bar, average)
+        _loop(policy, batches, optimizer, scheduler, cfg, env_cfg, out, progress, losses, bar, average)
     except KeyboardInterrupt:  # keep every finished step: --resume continues from here
         step = progress.step
-        _checkpoint(policy, out, optimizer, scheduler, step, progress.best, unlogged(losses, step, cfg))
+        _checkpoint(policy, out, optimizer, scheduler, step, progress.best, unlogged(losses, step, cfg), average)
         raise
     seconds = bar.close()
     trained = progress.step > steps_at_start
@@ -182,9 +188,11 @@ PROCESS_SETTINGS = ("steps", "loader_workers", "cache_workers", "torch_threads")
 
 def _run_defining(args: dict) -> dict:
     """What a resume must keep: the dataset, the policy kind, the task profile and the training settings but
-    `PROCESS_SETTINGS` (the policy itself comes from `last/`, so `init` need not be given again)."""
+    `PROCESS_SETTINGS` (the policy itself comes from `last/`, so `init` need not be given again). Runs written
+    before the weight average existed trained without one."""
+    settings = {"ema": TrainConfig.ema, **args["train"]}
     return {"dataset": args["dataset"], "policy": args["policy"], "tasks": args.get("tasks", SceneConfig.tasks),
-            "train": {key: value for key, value in args["train"].items() if key not in PROCESS_SETTINGS}}
+            "train": {key: value for key, value in settings.items() if key not in PROCESS_SETTINGS}}
 
 
 def _batches(dataset, policy, cfg: TrainConfig, start_step: int):
@@ -242,8 +250,8 @@ class _Progress:
 
 
 def _loop(policy, batches, optimizer, scheduler, cfg: TrainConfig, env_cfg, out: Path,
-          progress: _Progress, losses: list, bar) -> None:
-    """The optimisation loop from `progress.step` to `cfg.steps`, updating `progress` as it goes."""
+          progress: _Progress, losses: list, bar, average: WeightAverage | None) -> None:
+    """The optimisation loop from `progress.step` to `cfg.steps`, updating `progress` (and `average`) as it goes."""
     step = progress.step
     while step < cfg.steps:
         loss = imitation_loss(policy, next(batches), step_generator(cfg.seed, step), cfg.time_beta)
@@ -252,6 +260,8 @@ def _loop(policy, batches, optimizer, scheduler, cfg: TrainConfig, env_cfg, out:
         torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.grad_clip)
         optimizer.step()
         scheduler.step()
+        if average is not None:
+            average.update(policy)
         step += 1
         losses.append(loss.item())
         if step % cfg.log_every == 0 or step == cfg.steps:
@@ -261,9 +271,9 @@ def _loop(policy, batches, optimizer, scheduler, cfg: TrainConfig, env_cfg, out:
         progress.step = step  # from here on, a Ctrl-C checkpoints this step as finished
         bar.advance(note=f"loss {losses[-1]:.4f}")
         if _validation_due(step, cfg):
-            progress.best = _validation(policy, cfg, env_cfg, out, step, progress.best, bar)
+            progress.best = _validation(policy, cfg, env_cfg, out, step, progress.best, bar, average)
         if step % cfg.save_every == 0 or step == cfg.steps:
-            _checkpoint(policy, out, optimizer, scheduler, step, progress.best, unlogged(losses, step, cfg))
+            _checkpoint(policy, out, optimizer, scheduler, step, progress.best, unlogged(losses, step, cfg), average)
 
 
 def imitation_loss(policy: FlowPolicy, batch: dict, generator: torch.Generator, time_beta: float) -> torch.Tensor:
@@ -289,18 +299,21 @@ def _missing_validation(out: Path, step: int, cfg: TrainConfig) -> bool:
 
 
 def _validation(policy: FlowPolicy, cfg: TrainConfig, env_cfg: EnvConfig | None, out: Path, step: int, best: float,
-                bar) -> float:
-    """Validate at `step`: log it, redraw the curves, keep `best`; returns the best validation success so far."""
+                bar, average: WeightAverage | None = None) -> float:
+    """Validate at `step` the policy the run saves (the average when there is one): log it, redraw the curves,
+    keep `best`; returns the best validation success so far."""
     from chess_sim.report import plots
 
-    line = _validate(policy, cfg, env_cfg, out, step)
+    with averaged(policy, average):
+        line = _validate(policy, cfg, env_cfg, out, step)
     jsonl.append(out / "train_log.jsonl", line)
     bar.line(f"step {step}: validation success {100 * line['val_success']:.1f}% "
              f"[{100 * line['val_success_ci'][0]:.0f}, {100 * line['val_success_ci'][1]:.0f}]")
     runs.redraw(out, plots.train_figure(jsonl.read(out / "train_log.jsonl")))
     if line["val_success"] < best:
         return best
-    runs.save_checkpoint(out / "best", policy)
+    with averaged(policy, average):
+        runs.save_checkpoint(out / "best", policy)
     return line["val_success"]
 
 
@@ -323,7 +336,10 @@ def unlogged(losses: list[float], step: int, cfg: TrainConfig) -> list[float]:
     return losses[max(0, len(losses) - step % cfg.log_every):] if step % cfg.log_every else []
 
 
-def _checkpoint(policy, out: Path, optimizer, scheduler, step: int, best: float, unlogged_losses: list[float]) -> None:
-    runs.save_checkpoint(out / "last", policy, {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                                                "step": step, "best": best, "unlogged_losses": unlogged_losses},
-                         STATE_FILE)
+def _checkpoint(policy, out: Path, optimizer, scheduler, step: int, best: float, unlogged_losses: list[float],
+                average: WeightAverage | None = None) -> None:
+    live = {} if average is None else {"live_policy": average.live_weights(policy)}
+    with averaged(policy, average):
+        runs.save_checkpoint(out / "last", policy, {"optimizer": optimizer.state_dict(),
+                                                    "scheduler": scheduler.state_dict(), "step": step, "best": best,
+                                                    "unlogged_losses": unlogged_losses, **live}, STATE_FILE)
