@@ -12,7 +12,7 @@ path starts from fresh noise, as the surrogate's draws do (`--coupling fresh`), 
 `--anchor DATASET` adds the imitation loss of demonstration samples to every step (as many as the step has
 decisions, times `--anchor-weight`); `--chunks none` fits that anchor alone, for as many steps as all chunks
 would take: the control that tells the fit's own effect from that of fine-tuning at `--lr` at all. `--ema D`
-tests an exponential moving average of the weights (decay D per step, `rl/average.py`) instead of the last ones.
+tests an exponential moving average of the weights (decay D per step, `policy/average.py`) instead of the last ones.
 Then the result and the starting policy on `--test-episodes` test scenes, paired (exact McNemar; `--start-eval`
 reuses an evaluation of the starting policy on those scenes). Prints one JSON object.
 
@@ -41,7 +41,7 @@ from chess_sim.eval import evaluate  # noqa: E402
 from chess_sim.imitation.bc import imitation_loss  # noqa: E402
 from chess_sim.imitation.frame_cache import FrameCache  # noqa: E402
 from chess_sim.report.compare import compare  # noqa: E402
-from chess_sim.rl.average import WeightAverage, averaged  # noqa: E402
+from chess_sim.policy.average import WeightAverage, averaged  # noqa: E402
 from chess_sim.rl.train import build, collect, training_env  # noqa: E402
 from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
 

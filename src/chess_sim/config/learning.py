@@ -146,7 +146,7 @@ class TrainConfig:
     """Train on the recovery demonstrations too; False keeps only the clean expert episodes (the ablation in
     `models/baseline/MODEL_CARD.md`)."""
     ema: float = 0.0
-    """Decay per step of an exponential moving average of the trained weights (`rl/average.py`): the steps move
+    """Decay per step of an exponential moving average of the trained weights (`policy/average.py`): the steps move
     the live weights, validations and the saved policies (`best`, `last`) are the average; 0: no average."""
 
     def __post_init__(self):
@@ -293,7 +293,7 @@ class PPOConfig:
     critic_warmup: int = 1
     """First iterations that train only the critic (policy, start and noise untouched)."""
     ema: float = 0.0
-    """Decay per policy step of an exponential moving average of the policy's trained weights (`rl/average.py`):
+    """Decay per policy step of an exponential moving average of the policy's trained weights (`policy/average.py`):
     rollouts and updates use the live weights, validations and the saved policies the average, which keeps the
     updates' common direction and averages away their minibatch noise; 0: no average (the live weights are
     validated and saved)."""

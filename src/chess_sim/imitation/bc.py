@@ -36,7 +36,7 @@ from chess_sim.config import (CHUNK, POLICY_KINDS, VALIDATION_SEED, CompactConfi
 from chess_sim.data.integrity import DatasetFilesError, checked_metadata, repo_id
 from chess_sim.policy.base import FlowPolicy, Normalizer, flow_matching_loss, flow_times
 from chess_sim.policy.compact import CompactPolicy
-from chess_sim.rl.average import WeightAverage, averaged
+from chess_sim.policy.average import WeightAverage, averaged
 
 STATE_FILE = "trainer.pt"
 ARGS_FILE = "train_args.json"

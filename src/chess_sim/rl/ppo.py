@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from chess_sim.config import RATIOS, PPOConfig
-from chess_sim.rl.average import WeightAverage
+from chess_sim.policy.average import WeightAverage
 from chess_sim.rl.flow_rl import FlowRL
 
 

@@ -30,7 +30,7 @@ from chess_sim.config import EnvConfig, EvalConfig, RewardConfig, RLConfig, repl
 from chess_sim.policy.base import observed_env
 from chess_sim.policy.loading import check_reads
 from chess_sim.report.summary import summarize
-from chess_sim.rl.average import WeightAverage, averaged
+from chess_sim.policy.average import WeightAverage, averaged
 from chess_sim.rl.check import self_check, write_report
 from chess_sim.rl.flow_rl import FlowRL, cast_prefix
 from chess_sim.rl.ppo import ppo_update

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from chess_sim.rl.average import WeightAverage
+from chess_sim.policy.average import WeightAverage
 
 
 def two_weights() -> nn.Module:

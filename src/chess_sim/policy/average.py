@@ -1,4 +1,4 @@
-"""An exponential moving average of the policy's trained weights (`PPOConfig.ema`).
+"""An exponential moving average of a policy's trained weights (`PPOConfig.ema`, `TrainConfig.ema`).
 
 Fine-tuning the baseline with Adam at lr 3e-5 on its own demonstrations costs 13 points on the test scenes, while
 the same steps averaged with decay 0.99 cost 3 (not significant; docs/experiments.md): the minibatch noise of each
