@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# The main job on the built-in default: a short RL fine-tuning of models/baseline (MINUTES of training, 5 by
-# default, with a progress bar), its report, and the paired comparison of its best checkpoint against the
-# baseline on the same test scenes. `best` is the checkpoint with the best validation success; when no later
-# validation matches iteration 0's, it is the baseline itself and the comparison shows no change.
+# The main job on the built-in default: a short RL fine-tuning of models/baseline with the compact profile
+# (success-filtered flow matching of the velocity network, deployed at the hand-set start spread 0.5; MINUTES of
+# training, with a progress bar), its report, and paired comparisons of the run's last policy on the same test
+# scenes with the baseline as trained (start spread 1) and with the baseline at the run's start spread (the
+# temperature alone, no learning).
 #   scripts/main_job.sh [OUT]        (default OUT: runs/main in the repository; it must not exist yet)
-# Sizes (environment): MINUTES (5), RL_EPISODES per iteration (the compact profile's 64), VAL_EPISODES (20),
-# TEST_EPISODES (50).
+# Sizes (environment): MINUTES (5; the run ends with the iteration that ends past it), RL_EPISODES per iteration
+# (the compact profile's 512), VAL_EPISODES (20), TEST_EPISODES (100).
 set -euo pipefail
 out=$(realpath -m "${1:-$(dirname "$0")/../runs/main}")
 cd "$(dirname "$0")/.."
 minutes=${MINUTES:-5}
-episodes=${TEST_EPISODES:-50}
+episodes=${TEST_EPISODES:-100}
 rl_sizes=(--val-episodes "${VAL_EPISODES:-20}")
 if [[ -n "${RL_EPISODES:-}" ]]; then rl_sizes+=(--episodes "$RL_EPISODES"); fi
 if ! awk -v m="$minutes" 'BEGIN { exit !(m + 0 > 0) }'; then
@@ -28,13 +29,17 @@ $cs rl --policy models/baseline --out "$out/rl" --minutes "$minutes" --iteration
 .venv/bin/python - "$out/rl/log.jsonl" <<'PY'
 import sys
 from chess_sim import jsonl
-from chess_sim.report import page as report
 validations = [line for line in jsonl.read(sys.argv[1]) if "val_success" in line]
-best = report.best_validation(validations, "iteration")
-print(f"best = iteration {best['iteration']}: validation success {best['val_success']:.0%} "
-      f"(iteration 0, the baseline: {validations[0]['val_success']:.0%})")
+first, last = validations[0], validations[-1]
+print(f"last = iteration {last['iteration']}: validation success {last['val_success']:.0%} "
+      f"(iteration 0, the baseline at the run's start spread: {first['val_success']:.0%})")
 PY
+spread=$(.venv/bin/python -c 'import json, sys; rl = json.load(open(sys.argv[1]))["rl"]; '\
+'print(rl["start"]["initial_spread"] if rl["start"]["steer"] else 1.0)' "$out/rl/args.json")
 $cs eval --policy models/baseline --episodes "$episodes" --video 2 --out "$out/test_baseline"
-$cs eval --policy "$out/rl/best" --episodes "$episodes" --video 2 --out "$out/test_best"
-$cs eval --compare "$out/test_baseline" "$out/test_best" --json "$out/comparison.json"
-echo "report: $out/rl/report.html   comparison: $out/comparison.json"
+$cs eval --policy models/baseline --episodes "$episodes" --start-spread "$spread" --out "$out/test_baseline_spread"
+$cs eval --policy "$out/rl/last" --episodes "$episodes" --video 2 --out "$out/test_last"
+$cs eval --compare "$out/test_baseline" "$out/test_last" --json "$out/comparison.json"
+$cs eval --compare "$out/test_baseline_spread" "$out/test_last" --json "$out/comparison_spread.json"
+echo "report: $out/rl/report.html   comparisons: $out/comparison.json (vs the baseline)," \
+     "$out/comparison_spread.json (vs the baseline at start spread $spread)"

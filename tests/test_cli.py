@@ -163,7 +163,8 @@ def test_help_lists_every_config_field_once_with_its_default(verb, tree, capsys)
     text = " ".join(text.split())
     if verb == "rl":
         assert "--ratio {element,step,chunk}" in text and "--steer, --no-steer" in text
-        assert "[smolvla 100, compact 64]" in text  # a field the profiles set differently shows both values
+        assert "[smolvla 100, compact 512, compact-spread 64]" in text  # profiles that differ show each value
+        assert "--algorithm {ppo,filtered}" in text
 
 
 def test_a_policy_config_with_a_wrong_type_is_one_line(tmp_path, capsys):

@@ -22,7 +22,7 @@ def test_every_field_has_a_docstring_and_a_unique_name(tree):
 
 
 def test_replace_fields_reaches_into_the_tree_and_leaves_the_rest():
-    base = RL_PROFILES["compact"]
+    base = RL_PROFILES["compact-spread"]
     changed = replace_fields(base, lr=1e-5, steer=False, iterations=7)
     assert (changed.ppo.lr, changed.start.steer, changed.run.iterations) == (1e-5, False, 7)
     assert changed.run.envs == base.run.envs and changed.noise == base.noise
@@ -47,10 +47,13 @@ def test_a_config_refuses_bad_values_where_it_is_made(make, message):
 
 
 def test_profiles_are_valid_configs_of_their_kind():
-    assert set(RL_PROFILES) == {"compact", "smolvla"} and set(PROFILES) == {"baseline", "randomized"}
+    assert set(RL_PROFILES) == {"compact", "compact-spread", "smolvla"} and set(PROFILES) == {"baseline", "randomized"}
     assert RL_PROFILES["smolvla"] == RLConfig()  # the seed's method on a GPU is the default
-    compact = RL_PROFILES["compact"]
-    assert compact.start.steer and compact.start.spread_noise > 0 and compact.ppo.lr == 0.0
+    compact = RL_PROFILES["compact"]  # the velocity learns, from its successes; the start is a hand-set spread
+    assert compact.algorithm == "filtered" and compact.filtered.fit_lr > 0 and compact.start.steer
+    assert compact.start.spread_lr == compact.start.spread_head_lr == compact.start.spread_noise == 0.0
+    spread = RL_PROFILES["compact-spread"]  # the start's spread alone
+    assert spread.start.steer and spread.start.spread_noise > 0 and spread.ppo.lr == 0.0
 
 
 def test_rl_rolls_out_on_scenes_of_its_own_seed():

@@ -46,7 +46,7 @@ def full_run(policy_dir, tmp_path_factory):
 def test_a_run_logs_every_iteration_and_writes_its_checkpoints(full_run):
     log = lines(full_run)
     assert [line["iteration"] for line in log] == [0, 1, 2, 3]
-    for key in rl_train.ITERATION_KEYS + ("train_success", "val_success", "val_seconds"):
+    for key in (*rl_train.ITERATION_KEYS, *rl_train.UPDATE_KEYS["ppo"], "train_success", "val_success", "val_seconds"):
         assert key in log[1]
     assert set(log[1]["rollout_parts"]) == {"prep", "sample", "physics", "render", "resets", "env", "rounds"}
     assert "kl" not in log[1]  # one name per statistic: approx_kl
@@ -251,3 +251,27 @@ def test_a_steered_run_keeps_the_chain_explores_the_spread_and_saves_a_steered_p
     assert all(torch.equal(start[k], last.base.state_dict()[k]) for k in start)  # the chain's lr is 0
     assert last.start.head[-1].weight.any()  # the head learned in the one update after the critic warm-up
     assert not torch.equal(last.start.log_std, torch.zeros(1))
+
+
+def test_a_filtered_run_fits_its_successes_and_saves_the_policy_at_its_own_spread(policy_dir, tmp_path, monkeypatch):
+    fitted = []
+
+    def every_decision(storage, rows):  # the tiny policy solves nothing: fit all of its decisions instead
+        fitted.append(len(storage))
+        return list(range(len(storage)))
+
+    monkeypatch.setattr(rl_train, "successful_decisions", every_decision)
+    out = tmp_path / "run"
+    cfg = replace_fields(CFG, iterations=2, algorithm="filtered", likelihood="flow", steer=True, initial_spread=0.5,
+                         spread_lr=0.0, spread_head_lr=0.0, fit_epochs=2, fit_minibatch=2, fit_warmup=1)
+    run(policy_dir, out, cfg, ENV)
+    log = lines(out)
+    assert [line["iteration"] for line in log] == [0, 1, 2]
+    for key in rl_train.UPDATE_KEYS["filtered"]:
+        assert key in log[1]
+    assert "approx_kl" not in log[1] and fitted == [log[1]["decisions"], log[2]["decisions"]]
+    assert log[1]["fit_steps"] == 2 * -(-log[1]["decisions"] // 2)
+    start, last = CompactPolicy.load(policy_dir).state_dict(), load_policy(out / "last")
+    assert isinstance(last, SteeredPolicy) and float(last.start.std().detach()) == pytest.approx(0.5)
+    assert not all(torch.equal(start[k], last.base.state_dict()[k]) for k in start)  # the velocity learned
+    assert json.loads((out / "check.json").read_text())["passed"]

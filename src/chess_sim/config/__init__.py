@@ -7,13 +7,16 @@ use `dataclasses.replace` to vary one, or `replace_fields` to vary fields of a c
 Units: metres, seconds, kilograms, degrees where named `_deg`, millimetres where named `_mm`.
 
 The package is the one home of every default: `base` (shared constants, validation, `replace_fields`), `env` (the
-simulator) and `learning` (recording, policies, training, evaluation, RL). Everything is importable from here.
+simulator), `learning` (recording, policies, training, evaluation) and `rl` (RL fine-tuning). Everything is
+importable from here.
 """
 
 from chess_sim.config.base import (ACTION_DIM, BACKENDS, CAMERAS, CHUNK, DENOISE_STEPS, JOINT_NAMES,  # noqa: F401
                                    ON_FAILURE, POLICY_KINDS, TEST_SEED, TRAIN_SEED, VALIDATION_SEED, replace_fields)
 from chess_sim.config.env import (PROFILES, BoardConfig, CameraConfig, EnvConfig, JudgeConfig,  # noqa: F401
                                   PhysicsConfig, RewardConfig, SceneConfig, TASK_PROFILES, profile)
-from chess_sim.config.learning import (LIKELIHOODS, RATIOS, RL_PROFILES, CompactConfig, DaggerConfig,  # noqa: F401
-                                       EvalConfig, Likelihood, NoiseConfig, PPOConfig, Ratio, RecordConfig, RLConfig,
-                                       RunConfig, START_SPREAD_BOUNDS, StartConfig, TrainConfig)
+from chess_sim.config.learning import (CompactConfig, DaggerConfig, EvalConfig, RecordConfig,  # noqa: F401
+                                       TrainConfig)
+from chess_sim.config.rl import (ALGORITHMS, LIKELIHOODS, RATIOS, RL_PROFILES, Algorithm, FilteredConfig,  # noqa: F401
+                                 Likelihood, NoiseConfig, PPOConfig, Ratio, RLConfig, RunConfig, START_SPREAD_BOUNDS,
+                                 StartConfig)

@@ -48,7 +48,7 @@ def rl_figure(lines: list[dict]) -> bytes:
 
 def rl_detail_figure(lines: list[dict]) -> bytes:
     validations = [line for line in lines if "val_success" in line]
-    updates = [line for line in lines if "approx_kl" in line]
+    updates = [line for line in lines if line["iteration"] > 0 and "update_s" in line]
     figure, axes = plt.subplots(2, 3, figsize=(14, 7))
     returns, pieces, ends, ppo, noise, split = axes.flatten()
     for prefix, rows, colour in (("val", validations, "tab:green"), ("train", updates, "tab:orange")):
@@ -63,14 +63,20 @@ def rl_detail_figure(lines: list[dict]) -> bytes:
               [line.get(f"val_success_{piece}_ci") for line in rows], colour, piece)
     pieces.set(xlabel="iteration", title="Validation success per piece")
     _stacked_ends(ends, [line["iteration"] for line in validations], [line.get("val_ends") or {} for line in validations])
-    for key, colour, label in (("approx_kl", "tab:purple", "approx KL"), ("clipfrac", "tab:brown", "clip fraction")):
-        ppo.plot([line["iteration"] for line in updates], [line[key] for line in updates], marker=".", color=colour,
+    filtered = any("fit_steps" in line for line in updates)  # `rl --algorithm filtered` logs its fit instead of PPO's
+    series = ((("fit_loss_first_epoch", "tab:purple", "first epoch"), ("fit_loss_last_epoch", "tab:brown", "last epoch"))
+              if filtered else
+              (("approx_kl", "tab:purple", "approx KL"), ("clipfrac", "tab:brown", "clip fraction")))
+    for key, colour, label in series:
+        rows = [line for line in updates if line.get(key) is not None]
+        ppo.plot([line["iteration"] for line in rows], [line[key] for line in rows], marker=".", color=colour,
                  label=label)
-    ppo.set(xlabel="iteration", title="PPO statistics")
+    ppo.set(xlabel="iteration", title="Flow-matching loss of the fitted chunks" if filtered else "PPO statistics")
     ppo.legend(loc="best")
     iterations = [line["iteration"] for line in updates]
-    noise.plot(iterations, [max(-1.0, line.get("explained_variance") or 0.0) for line in updates], marker=".",
-               color="tab:cyan")
+    critic_rows = [line for line in updates if line.get("explained_variance") is not None]  # PPO's critic only
+    noise.plot([line["iteration"] for line in critic_rows],
+               [max(-1.0, line["explained_variance"]) for line in critic_rows], marker=".", color="tab:cyan")
     noise.set(xlabel="iteration", ylabel="explained variance (floored at -1)", ylim=(-1.05, 1.05),
               title="Critic fit and noise size")
     sizes = noise.twinx()
@@ -119,7 +125,7 @@ def _stacked_ends(axes, x: list, counts: list[dict]) -> None:
 
 def _time_split(axes, updates: list[dict]) -> None:
     """Stacked seconds per iteration: the rollout's wall time (policy input, sampling, waiting for the simulators,
-    which work while the policy decides for the other group) and the PPO update."""
+    which work while the policy decides for the other group) and the update (PPO's or the filtered fit)."""
     x = [line["iteration"] for line in updates]
     bottom = [0.0] * len(x)
     parts = [("prep", "observation batching"), ("sample", "policy sampling"), ("env", "waiting for simulators")]
@@ -128,7 +134,7 @@ def _time_split(axes, updates: list[dict]) -> None:
         axes.bar(x, seconds, bottom=bottom, color=colour, label=label)
         bottom = [b + value for b, value in zip(bottom, seconds)]
     axes.bar(x, [line.get("update_s", 0.0) for line in updates], bottom=bottom, color="tab:purple",
-             label="PPO update")
+             label="update")
     axes.set(xlabel="iteration", ylabel="seconds", title="Time per iteration")
     if x:
         axes.legend(loc="upper left", fontsize=7)

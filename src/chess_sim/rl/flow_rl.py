@@ -188,20 +188,25 @@ class FlowRL(nn.Module):
 
     @torch.no_grad()
     def sample(self, batch: dict, x0: torch.Tensor, noise: torch.Tensor | None, spread_draw: torch.Tensor | None = None,
-               flow: tuple[torch.Tensor, torch.Tensor] | None = None) -> Sample:
+               flow: tuple[torch.Tensor, torch.Tensor] | None = None, start_spread: float | None = None) -> Sample:
         """Encode `batch`, then run the chain from the standard-normal draw x0 (B, T, C) with standard-normal
         `noise` (B, K, T, C) scaled by `sigmas()`; `noise=None` runs the plain ODE (log-probs then describe a
         zero-noise chain and are not meaningful). With spread exploration, standard-normal `spread_draw` (B, 1) sets
         each decision's log-spread; None starts from the policy's own start distribution. With the flow surrogate
-        the chain is noise-free whatever `noise` is, and `flow` holds its draws (`draw_flow`)."""
+        the chain is noise-free whatever `noise` is, and `flow` holds its draws (`draw_flow`). `start_spread`, under
+        the flow surrogate, starts the chain from `start_spread` * x0 instead of the policy's own start (the
+        rollouts of `RLConfig.algorithm` `filtered`)."""
         stored = cast_prefix(self.policy.encode(batch), self.prefix_dtype)
-        return self.sample_from_prefix(stored, batch["observation.state"], x0, noise, spread_draw, flow)
+        return self.sample_from_prefix(stored, batch["observation.state"], x0, noise, spread_draw, flow, start_spread)
 
     @torch.no_grad()
     def sample_from_prefix(self, stored: Any, state: torch.Tensor, x0: torch.Tensor, noise: torch.Tensor | None,
                            spread_draw: torch.Tensor | None = None,
-                           flow: tuple[torch.Tensor, torch.Tensor] | None = None) -> Sample:
+                           flow: tuple[torch.Tensor, torch.Tensor] | None = None,
+                           start_spread: float | None = None) -> Sample:
         """`sample` from a prefix in its stored form and the state (B, A)."""
+        assert start_spread is None or self.likelihood == "flow", \
+            "a start spread other than the policy's own needs the flow surrogate (the chain's log-probs include x_0's)"
         if self.likelihood == "flow":
             assert flow is not None, "the flow surrogate needs its draws (FlowRL.draw_flow)"
             noise = None
@@ -218,6 +223,8 @@ class FlowRL(nn.Module):
                 spread_log_probs = self._spread_log_density(spread, log_spread)
             used = log_spread if spread is None else spread  # the head runs once per decision
             start = self.start.std_of(used)[:, :, None].to(x0) * x0
+        if start_spread is not None:
+            start = start_spread * x0
         sigmas = self.sigmas()
         chain, means = denoise(self.policy, prefix, start, None if noise is None else sigmas, noise)
         if self.likelihood == "flow":

@@ -33,8 +33,12 @@ class _Episode:
 class RolloutDriver:
     """`scheduler.Driver` for training rollouts (see the module docstring)."""
 
-    def __init__(self, model: FlowRL, generator: torch.Generator, storage: Storage, on_done=None):
+    def __init__(self, model: FlowRL, generator: torch.Generator, storage: Storage, on_done=None,
+                 start_spread: float | None = None):
         self.model, self.generator, self.storage = model, generator, storage
+        self.start_spread = start_spread
+        """The chain starts from `start_spread` * x_0 instead of the policy's own start (`FlowRL.sample`); None:
+        the policy's own."""
         self.rows: list[dict] = []
         self.parts = {"prep": 0.0, "sample": 0.0, "physics": 0.0, "render": 0.0, "resets": 0.0}
         """Seconds: `prep` and `sample` of the policy in this process (wall); `physics`, `render` and `resets`
@@ -67,7 +71,9 @@ class RolloutDriver:
         draws = self.model.draw_flow(size, self.generator) if flow else None
         prepared = time.perf_counter()
         # blocks of a fixed size make each decision independent of the batch
-        sample = in_blocks(self.model.sample, batch, x0, noise, spread_draw, draws)
+        spread = self.start_spread
+        sample = in_blocks(lambda *inputs: self.model.sample(*inputs, start_spread=spread), batch, x0, noise,
+                           spread_draw, draws)
         chunks = self.model.actions(sample.chain)[:, :policy.action_steps].numpy()
         self.parts["prep"] += prepared - began
         self.parts["sample"] += time.perf_counter() - prepared

@@ -32,6 +32,7 @@ from chess_sim.policy.loading import check_reads
 from chess_sim.report.summary import summarize
 from chess_sim.policy.average import WeightAverage, averaged
 from chess_sim.rl.check import self_check, write_report
+from chess_sim.rl.filtered import filtered_update, successful_decisions
 from chess_sim.rl.flow_rl import FlowRL, cast_prefix
 from chess_sim.rl.ppo import ppo_update
 from chess_sim.rl.storage import Storage, stack_prefixes
@@ -39,9 +40,15 @@ from chess_sim.rl.storage import Storage, stack_prefixes
 SUMMARY_KEYS = ("episodes", "success", "return", "clean_lift", "disturbed", "toppled", "success_pawn",
                 "success_pawn_ci", "success_knight", "success_knight_ci", "close_mm_median", "ends")
 """The summary keys logged with `train_` / `val_` prefixes (docs/design.md)."""
-ITERATION_KEYS = ("iteration", "decisions", "rollout_s", "rollout_parts", "update_s", "sigma_mean", "approx_kl",
-                  "clipfrac", "clip_active", "pg_loss", "v_loss", "grad_norm", "explained_variance", "epochs_done",
-                  "kl_stop", "restarts", "elapsed_s")
+ITERATION_KEYS = ("iteration", "decisions", "rollout_s", "rollout_parts", "update_s", "sigma_mean", "restarts",
+                  "elapsed_s")
+"""An iteration's log keys besides the summaries and those of its update (`UPDATE_KEYS`)."""
+UPDATE_KEYS = {
+    "ppo": ("approx_kl", "clipfrac", "clip_active", "pg_loss", "v_loss", "grad_norm", "explained_variance",
+            "epochs_done", "kl_stop"),
+    "filtered": ("fitted", "fit_steps", "fit_loss_first_epoch", "fit_loss_last_epoch", "grad_norm"),
+}
+"""The update's own log keys, by `RLConfig.algorithm`."""
 STATE_FILE = "rl_state.pt"
 ARGS_FILE = "args.json"
 
@@ -51,7 +58,8 @@ class RLError(runs.RunError):
 
 
 def build(policy_dir: Path, cfg: RLConfig) -> tuple[FlowRL, torch.optim.Optimizer]:
-    """FlowRL around the policy in `policy_dir` and its optimizer (policy / start / critic / noise groups)."""
+    """FlowRL around the policy in `policy_dir` and its optimizer (groups named `chain`, `start_spread`,
+    `spread_head`, `critic`, `noise`)."""
     from chess_sim.policy.loading import load_policy
 
     try:
@@ -65,10 +73,11 @@ def build(policy_dir: Path, cfg: RLConfig) -> tuple[FlowRL, torch.optim.Optimize
     except ValueError as error:
         raise RLError(str(error)) from None
     lrs = cfg.policy_lrs()
-    groups = [{"params": params, "lr": lrs[name]} for name, params in model.policy_parameter_sets().items()]
-    groups.append({"params": list(model.critic.parameters()), "lr": cfg.ppo.critic_lr})
+    groups = [{"params": params, "lr": lrs[name], "name": name}
+              for name, params in model.policy_parameter_sets().items()]
+    groups.append({"params": list(model.critic.parameters()), "lr": cfg.ppo.critic_lr, "name": "critic"})
     if cfg.noise.learn_sigma:
-        groups.append({"params": [model.log_sigma], "lr": cfg.noise.sigma_lr})
+        groups.append({"params": [model.log_sigma], "lr": cfg.noise.sigma_lr, "name": "noise"})
     return model, torch.optim.AdamW(groups, weight_decay=0.0)
 
 
@@ -79,14 +88,16 @@ def training_env(model: FlowRL, env_cfg: EnvConfig) -> EnvConfig:
 
 
 def collect(model: FlowRL, vec, cfg: RLConfig, first_index: int, generator: torch.Generator, bar=None):
-    """One iteration's rollout of `cfg.run.episodes` training episodes: (storage, episode rows, time parts)."""
+    """One iteration's rollout of `cfg.run.episodes` training episodes: (storage, episode rows, time parts). Under
+    the `filtered` algorithm the chain starts from its `rollout_spread`, else from the policy's own start."""
     from chess_sim.rl.rollout import RolloutDriver
     from chess_sim.scheduler import drive
 
     storage = Storage()
     clock: dict = {}
     on_done = (lambda row: bar.advance()) if bar is not None else None
-    driver = RolloutDriver(model, generator, storage, on_done)
+    start_spread = cfg.filtered.rollout_spread if cfg.algorithm == "filtered" else None
+    driver = RolloutDriver(model, generator, storage, on_done, start_spread)
     drive(vec, cfg.run.train_seed, list(range(first_index, first_index + cfg.run.episodes)), driver, clock=clock)
     storage.finish(cfg.ppo.gamma, cfg.ppo.lam)
     parts = {**driver.parts, "env": clock["env"], "rounds": clock["rounds"]}
@@ -154,9 +165,13 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
                 if not result["passed"]:
                     raise RLError(f"self-check failed (see {out / 'check.md'}): {json.dumps(result)}")
             began = time.perf_counter()
-            stats = ppo_update(model, storage, optimizer, cfg.ppo, generator,
-                               critic_only=iteration <= cfg.ppo.critic_warmup, chain_trains=chain_trains,
-                               average=average)
+            if cfg.algorithm == "filtered":
+                stats = filtered_update(model, storage, successful_decisions(storage, rows), optimizer, cfg.filtered,
+                                        cfg.ppo.max_grad_norm, generator, average)
+            else:
+                stats = ppo_update(model, storage, optimizer, cfg.ppo, generator,
+                                   critic_only=iteration <= cfg.ppo.critic_warmup, chain_trains=chain_trains,
+                                   average=average)
             state.update(iteration=iteration, next_index=state["next_index"] + cfg.run.episodes)
             line = {"iteration": iteration, "decisions": len(storage), "rollout_s": rollout_s,
                     "rollout_parts": parts, "update_s": time.perf_counter() - began,
@@ -280,6 +295,8 @@ def _validation_line(line: dict) -> str:
         parts.append(f"start spread {line['start_std']:.3f}")
     if "approx_kl" in line:
         parts.append(f"kl {line['approx_kl']:.2g}")
+    if "fitted" in line:
+        parts.append(f"fitted {line['fitted']} decisions")
     return "  ".join(parts)
 
 
