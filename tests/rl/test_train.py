@@ -253,7 +253,8 @@ def test_a_steered_run_keeps_the_chain_explores_the_spread_and_saves_a_steered_p
     assert not torch.equal(last.start.log_std, torch.zeros(1))
 
 
-def test_a_filtered_run_fits_its_successes_and_saves_the_policy_at_its_own_spread(policy_dir, tmp_path, monkeypatch):
+def test_a_filtered_run_fits_its_successes_saves_the_policy_at_its_own_spread_and_resumes(policy_dir, tmp_path,
+                                                                                          monkeypatch):
     fitted = []
 
     def every_decision(storage, rows):  # the tiny policy solves nothing: fit all of its decisions instead
@@ -261,9 +262,9 @@ def test_a_filtered_run_fits_its_successes_and_saves_the_policy_at_its_own_sprea
         return list(range(len(storage)))
 
     monkeypatch.setattr(rl_train, "successful_decisions", every_decision)
-    out = tmp_path / "run"
     cfg = replace_fields(CFG, iterations=2, algorithm="filtered", likelihood="flow", steer=True, initial_spread=0.5,
                          spread_lr=0.0, spread_head_lr=0.0, fit_epochs=2, fit_minibatch=2, fit_warmup=1)
+    out = tmp_path / "run"
     run(policy_dir, out, cfg, ENV)
     log = lines(out)
     assert [line["iteration"] for line in log] == [0, 1, 2]
@@ -275,3 +276,9 @@ def test_a_filtered_run_fits_its_successes_and_saves_the_policy_at_its_own_sprea
     assert isinstance(last, SteeredPolicy) and float(last.start.std().detach()) == pytest.approx(0.5)
     assert not all(torch.equal(start[k], last.base.state_dict()[k]) for k in start)  # the velocity learned
     assert json.loads((out / "check.json").read_text())["passed"]
+    resumed = tmp_path / "resumed"
+    run(policy_dir, resumed, replace_fields(cfg, iterations=1), ENV)
+    run(policy_dir, resumed, cfg, ENV, resume=True)
+    assert lines(resumed)[2]["fit_loss_last_epoch"] == log[2]["fit_loss_last_epoch"]
+    again = load_policy(resumed / "last")
+    assert all(torch.equal(again.state_dict()[k], last.state_dict()[k]) for k in last.state_dict())
