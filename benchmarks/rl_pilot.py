@@ -79,7 +79,9 @@ def main() -> None:
 
 def _first_last(updates: list[dict], window: int = 10) -> dict:
     """Success of the training rollouts (fresh scenes, the sampling policy) over the first and the last `window`
-    iterations: the learning signal on scenes that are never repeated, with no fixed draws to be lucky on."""
+    iterations (at most half the run's, so the two never overlap): the learning signal on scenes that are never
+    repeated, with no fixed draws to be lucky on."""
+    window = max(1, min(window, len(updates) // 2))
     def rate(lines):
         episodes = sum(line["train_episodes"] for line in lines)
         return sum(line["train_success"] * line["train_episodes"] for line in lines) / episodes if episodes else None
