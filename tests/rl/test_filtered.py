@@ -94,6 +94,16 @@ def test_an_update_fits_the_chosen_chunks_and_moves_only_the_velocity(model):
     assert not model.training
 
 
+def test_the_fit_runs_on_its_own_threads_and_gives_the_callers_back(model, monkeypatch):
+    import chess_sim.rl.filtered as filtered
+
+    seen = []
+    monkeypatch.setattr(filtered, "_fit", lambda *args: seen.append(torch.get_num_threads()) or {})
+    before = torch.get_num_threads()
+    filtered_update(model, Storage(), [], None, FilteredConfig(fit_threads=3), 1.0, torch.Generator())
+    assert seen == [3] and torch.get_num_threads() == before
+
+
 def test_an_update_without_a_success_changes_nothing(model):
     storage = _storage(model)
     weights = {name: p.detach().clone() for name, p in model.policy.state_dict().items()}

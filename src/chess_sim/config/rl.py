@@ -194,13 +194,16 @@ class FilteredConfig:
     """Decisions per Adam step."""
     fit_warmup: int = 20
     """Adam steps over which the learning rate rises linearly to `fit_lr` at the start of each iteration's fit."""
+    fit_threads: int = 2
+    """Torch threads of the fit. The simulators idle while it runs, so it may use every core (two threads fit ~1.6x
+    faster than one here); the rollouts keep `torch_threads`, since a thread count changes a policy's last bits."""
     rollout_spread: float = 1.0
     """The training rollouts start the noise-free chain from N(0, s^2) with this s, whatever the policy's own start:
     the policy's successes at the spread it was trained with (1) are what it fits; validation and the saved policy
     use the policy's own start (a hand-set spread with `steer`)."""
 
     def __post_init__(self):
-        at_least(self, 1, "fit_epochs", "fit_minibatch")
+        at_least(self, 1, "fit_epochs", "fit_minibatch", "fit_threads")
         at_least(self, 0, "fit_lr", "fit_warmup")
         require(self.rollout_spread > 0, f"rollout_spread must be positive, got {self.rollout_spread}")
 

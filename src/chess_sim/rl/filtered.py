@@ -52,7 +52,18 @@ def filtered_update(model: FlowRL, storage: Storage, chosen: list[int], optimize
     """Fit the flow-matching loss of the `chosen` decisions' chunks (see the module docstring) with the optimizer's
     `chain` group (the velocity network; the encoders get no gradient from stored prefixes) at the warm-up-cosine
     rate peaking at `cfg.fit_lr`; the optimizer's other groups (start, critic) are left as they are. `average`, when
-    given, follows the policy's weights after every step. Returns the fit's statistics; no chosen decision, no step."""
+    given, follows the policy's weights after every step. The fit runs on `cfg.fit_threads` threads, and the caller's
+    thread count is restored after it. Returns the fit's statistics; no chosen decision, no step."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.fit_threads)
+    try:
+        return _fit(model, storage, chosen, optimizer, cfg, max_grad_norm, generator, average)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _fit(model: FlowRL, storage: Storage, chosen: list[int], optimizer: torch.optim.Optimizer, cfg: FilteredConfig,
+         max_grad_norm: float, generator: torch.Generator, average: WeightAverage | None) -> dict[str, float]:
     chain_group = next(group for group in optimizer.param_groups if group.get("name") == "chain")
     steps = fit_steps(len(chosen), cfg)
     losses, norms = [], []
