@@ -80,11 +80,7 @@ def _fit(model: FlowRL, storage: Storage, chosen: list[int], optimizer: torch.op
             optimizer.zero_grad()
             loss.backward()
             norms.append(float(torch.nn.utils.clip_grad_norm_(chain_group["params"], max_grad_norm)))
-            for group in optimizer.param_groups:  # only the chain learns here
-                if group is not chain_group:
-                    for parameter in group["params"]:
-                        parameter.grad = None
-            optimizer.step()
+            optimizer.step()  # the other groups have no gradient (zero_grad cleared them; the loss is the velocity's)
             if average is not None:
                 average.update(model.policy)
             losses.append(float(loss.detach()))

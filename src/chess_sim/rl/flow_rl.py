@@ -212,7 +212,9 @@ class FlowRL(nn.Module):
             noise = None
         prefix = cast_prefix(stored, torch.float32)
         spread = spread_log_probs = None
-        if self.start is None:
+        if start_spread is not None:  # neither the policy's start nor its spread exploration
+            start = start_spread * x0
+        elif self.start is None:
             start = start_of(self.policy, prefix, x0)
         else:
             log_spread = self.policy.start_log_spread(prefix)
@@ -223,8 +225,6 @@ class FlowRL(nn.Module):
                 spread_log_probs = self._spread_log_density(spread, log_spread)
             used = log_spread if spread is None else spread  # the head runs once per decision
             start = self.start.std_of(used)[:, :, None].to(x0) * x0
-        if start_spread is not None:
-            start = start_spread * x0
         sigmas = self.sigmas()
         chain, means = denoise(self.policy, prefix, start, None if noise is None else sigmas, noise)
         if self.likelihood == "flow":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
@@ -71,9 +72,8 @@ class RolloutDriver:
         draws = self.model.draw_flow(size, self.generator) if flow else None
         prepared = time.perf_counter()
         # blocks of a fixed size make each decision independent of the batch
-        spread = self.start_spread
-        sample = in_blocks(lambda *inputs: self.model.sample(*inputs, start_spread=spread), batch, x0, noise,
-                           spread_draw, draws)
+        sample = in_blocks(partial(self.model.sample, start_spread=self.start_spread), batch, x0, noise, spread_draw,
+                           draws)
         chunks = self.model.actions(sample.chain)[:, :policy.action_steps].numpy()
         self.parts["prep"] += prepared - began
         self.parts["sample"] += time.perf_counter() - prepared
