@@ -8,7 +8,10 @@ rollout time split and decisions/s. The learning curve (success vs iteration and
 PNG (`--figure`, for docs/experiments.md).
 
     .venv/bin/python benchmarks/rl_pilot.py [--policy models/baseline] [--out runs/rl_pilot] [--minutes 120]
-        [--profile compact] [--test-episodes 200] [--figure docs/rl_pilot.png] [--resume]
+        [--profile compact] [--ema DECAY] [--test-episodes 200] [--figure docs/rl_pilot.png] [--resume]
+
+`--ema` overrides the profile's weight average (`PPOConfig.ema`, per Adam step): what is validated, saved and tested
+is then the average of the policy's recent weights, which damps the swings of single fits.
 
 Targets (issue #19): within 4 hours, the RL policy beats the start policy at its best start spread by at least 10
 points on the 200 test scenes, McNemar p < 0.01.
@@ -39,10 +42,14 @@ def main() -> None:
     parser.add_argument("--test-episodes", type=int, default=200)
     parser.add_argument("--figure", type=Path, default=Path("docs/rl_pilot.png"))
     parser.add_argument("--profile", choices=sorted(RL_PROFILES), default="compact")
+    parser.add_argument("--ema", type=float, default=None,
+                        help="the weight average's decay per Adam step (default: the profile's)")
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
     chosen = RL_PROFILES[args.profile]
-    cfg = replace(chosen, run=replace(chosen.run, iterations=10_000, minutes=args.minutes))
+    ema = chosen.ppo.ema if args.ema is None else args.ema
+    cfg = replace(chosen, run=replace(chosen.run, iterations=10_000, minutes=args.minutes),
+                  ppo=replace(chosen.ppo, ema=ema))
     env = profile("baseline")
     run(args.policy, args.out / "rl", cfg, env, resume=args.resume, profile_name=args.profile)
     log = [json.loads(line) for line in (args.out / "rl" / "log.jsonl").read_text().splitlines()]
