@@ -8,12 +8,10 @@ from chess_sim.config import RL_PROFILES, FilteredConfig, PPOConfig, RLConfig, S
 from chess_sim.policy.base import Normalizer
 from chess_sim.policy.compact import CompactPolicy
 from chess_sim.policy.start import SteeredPolicy
-from chess_sim.rl.filtered import (filtered_update, fit_steps, scene_balanced_weights, successful_decisions,
-                                  warmup_cosine)
+from chess_sim.rl.filtered import filtered_update, fit_steps, successful_decisions, warmup_cosine
 from chess_sim.rl.flow_rl import FlowRL, cast_prefix
 from chess_sim.rl.rollout import RolloutDriver
 from chess_sim.rl.storage import Decision, Storage, split_prefix
-from chess_sim.rl.train import training_scenes
 
 from test_flow_rl import SMALL, batch_of
 
@@ -45,16 +43,6 @@ def test_only_the_decisions_of_successful_episodes_are_chosen():
     assert successful_decisions(storage, rows) == [0, 1, 5]
     with pytest.raises(AssertionError, match="rows"):
         successful_decisions(storage, rows[:2])
-
-
-def test_each_solved_scene_weighs_the_same_however_often_it_was_solved():
-    storage = Storage()
-    for length in (2, 1, 1, 3, 1):
-        storage.add_episode([_decision() for _ in range(length)], 0.0)
-    rows = [{"index": 7, "end": "success"}, {"index": 7, "end": "toppled"}, {"index": 8, "end": "success"},
-            {"index": 8, "end": "success"}, {"index": 8, "end": "success"}]
-    assert successful_decisions(storage, rows) == [0, 1, 3, 4, 5, 6, 7]
-    assert scene_balanced_weights(storage, rows) == [1.0, 1.0] + [1 / 3] * 5  # scene 8's three wins share its one
 
 
 @pytest.fixture()
@@ -106,36 +94,6 @@ def test_an_update_fits_the_chosen_chunks_and_moves_only_the_velocity(model):
     assert not model.training
 
 
-def test_a_weighted_fit_moves_a_decision_by_its_weight(model):
-    storage = _storage(model)
-    cfg = FilteredConfig(fit_lr=3e-3, fit_epochs=10, fit_minibatch=2, fit_warmup=1)
-    start = {name: p.detach().clone() for name, p in model.policy.state_dict().items()}
-    losses = {}
-    for weights in ([1.0, 1.0], [1.0, 0.0]):
-        model.policy.load_state_dict(start)
-        filtered_update(model, storage, [0, 3], _optimizer(model), cfg, 1.0, torch.Generator().manual_seed(0), None,
-                        weights)
-        losses[weights[1]] = (_fm_loss(model, storage, [0]), _fm_loss(model, storage, [3]))
-    assert losses[0.0][0] < losses[1.0][0]  # all the rate on decision 0: it is fitted closer
-    assert losses[0.0][1] > losses[1.0][1]  # and decision 3, with weight 0, less
-    model.policy.load_state_dict(start)
-    with pytest.raises(AssertionError, match="2 weights for 3"):
-        filtered_update(model, storage, [0, 1, 3], _optimizer(model), cfg, 1.0, torch.Generator(), None, [1.0, 1.0])
-
-
-def test_uniform_weights_fit_as_no_weights(model):
-    storage = _storage(model)
-    cfg = FilteredConfig(fit_lr=3e-3, fit_epochs=2, fit_minibatch=2, fit_warmup=1)
-    start = {name: p.detach().clone() for name, p in model.policy.state_dict().items()}
-    fitted = []
-    for weights in (None, [0.5, 0.5, 0.5]):
-        model.policy.load_state_dict(start)
-        filtered_update(model, storage, [0, 2, 5], _optimizer(model), cfg, 1.0, torch.Generator().manual_seed(0),
-                        None, weights)
-        fitted.append({name: p.detach().clone() for name, p in model.policy.state_dict().items()})
-    assert all(torch.allclose(fitted[0][name], fitted[1][name], atol=1e-6) for name in start)
-
-
 def test_the_fit_runs_on_its_own_threads_and_gives_the_callers_back(model, monkeypatch):
     import chess_sim.rl.filtered as filtered
 
@@ -170,14 +128,6 @@ def test_rollouts_start_from_the_rollout_spread_whatever_the_policys_start(model
         chain_model.sample(batch, x0, torch.randn(2, SMALL.steps, 50, 6), start_spread=1.0)
 
 
-def test_each_training_scene_is_rolled_out_rollouts_per_scene_times_in_a_row():
-    compact = RL_PROFILES["compact"]
-    assert training_scenes(replace_fields(compact, episodes=6, rollouts_per_scene=3), 10) == [10, 10, 10, 11, 11, 11]
-    assert training_scenes(replace_fields(compact, episodes=3), 10) == [10, 11, 12]
-    ppo = replace_fields(compact, algorithm="ppo", episodes=4, rollouts_per_scene=2, spread_lr=0.0)
-    assert ppo.scene_rollouts() == 1 and training_scenes(ppo, 0) == [0, 1, 2, 3]  # PPO's rollouts: a scene each
-
-
 def test_the_filtered_algorithm_needs_the_noise_free_chain_and_a_fixed_start():
     with pytest.raises(ValueError, match="likelihood flow"):
         RLConfig(algorithm="filtered")
@@ -187,10 +137,6 @@ def test_the_filtered_algorithm_needs_the_noise_free_chain_and_a_fixed_start():
         RLConfig(algorithm="grpo")
     with pytest.raises(ValueError, match="rollout_spread"):
         FilteredConfig(rollout_spread=0.0)
-    with pytest.raises(ValueError, match="rollouts_per_scene"):
-        FilteredConfig(rollouts_per_scene=0)
-    with pytest.raises(ValueError, match=r"episodes \(10\) must be a multiple of rollouts_per_scene \(4\)"):
-        replace_fields(RL_PROFILES["compact"], episodes=10, rollouts_per_scene=4)
     compact = RL_PROFILES["compact"]
     assert compact.algorithm == "filtered" and compact.start.initial_spread == 0.5
     assert compact.policy_lrs()["chain"] == compact.filtered.fit_lr

@@ -14,7 +14,6 @@ from chess_sim.config import CameraConfig, RLConfig, StartConfig, profile, repla
 from chess_sim.policy.compact import CompactPolicy
 from chess_sim.policy.loading import load_policy
 from chess_sim.policy.start import SteeredPolicy
-from chess_sim.rl.filtered import scene_balanced_weights
 from chess_sim.rl.flow_rl import FlowRL
 from chess_sim.rl.train import run
 from chess_sim.runs import RunError
@@ -283,19 +282,3 @@ def test_a_filtered_run_fits_its_successes_saves_the_policy_at_its_own_spread_an
     assert lines(resumed)[2]["fit_loss_last_epoch"] == log[2]["fit_loss_last_epoch"]
     again = load_policy(resumed / "last")
     assert all(torch.equal(again.state_dict()[k], last.state_dict()[k]) for k in last.state_dict())
-
-
-def test_a_filtered_run_rolls_each_scene_out_several_times_and_weighs_its_wins(policy_dir, tmp_path, monkeypatch):
-    seen = []
-
-    def every_episode_won(storage, rows):  # the tiny policy solves nothing: call every episode a success
-        seen.append([row["index"] for row in rows])
-        return scene_balanced_weights(storage, [{**row, "end": "success"} for row in rows])
-
-    monkeypatch.setattr(rl_train, "successful_decisions", lambda storage, rows: list(range(len(storage))))
-    monkeypatch.setattr(rl_train, "scene_balanced_weights", every_episode_won)
-    cfg = replace_fields(CFG, iterations=2, episodes=4, algorithm="filtered", likelihood="flow", fit_epochs=1,
-                         fit_minibatch=4, fit_warmup=1, rollouts_per_scene=2)
-    run(policy_dir, tmp_path / "run", cfg, ENV)
-    assert [sorted(indices) for indices in seen] == [[0, 0, 1, 1], [2, 2, 3, 3]]
-    assert torch.load(tmp_path / "run" / "last" / "rl_state.pt", weights_only=True)["next_index"] == 4

@@ -202,14 +202,8 @@ class FilteredConfig:
     the policy's successes at the spread it was trained with (1) are what it fits; validation and the saved policy
     use the policy's own start (a hand-set spread with `steer`)."""
 
-    rollouts_per_scene: int = 1
-    """Rollouts of each training scene per iteration, one after another, each from its own draws (`run.episodes`
-    counts rollouts, so an iteration sees episodes / this many scenes). Above 1, a successful episode's chunks weigh
-    1 / (its scene's successes) in the fit, so every solved scene counts the same however rarely it was solved: the
-    fit moves each scene towards its own successes instead of towards the scenes that are already easy."""
-
     def __post_init__(self):
-        at_least(self, 1, "fit_epochs", "fit_minibatch", "fit_threads", "rollouts_per_scene")
+        at_least(self, 1, "fit_epochs", "fit_minibatch", "fit_threads")
         at_least(self, 0, "fit_lr", "fit_warmup")
         require(self.rollout_spread > 0, f"rollout_spread must be positive, got {self.rollout_spread}")
 
@@ -245,13 +239,6 @@ class RLConfig:
             require(not (self.start.steer and (learns_start or self.start.spread_noise > 0)),
                     "algorithm filtered keeps a steered start as set: give spread_lr 0, spread_head_lr 0 and "
                     "spread_noise 0")
-            require(self.run.episodes % self.filtered.rollouts_per_scene == 0,
-                    f"episodes ({self.run.episodes}) must be a multiple of rollouts_per_scene "
-                    f"({self.filtered.rollouts_per_scene})")
-
-    def scene_rollouts(self) -> int:
-        """Rollouts of each training scene per iteration (`FilteredConfig.rollouts_per_scene` under `filtered`)."""
-        return self.filtered.rollouts_per_scene if self.algorithm == "filtered" else 1
 
     def policy_lrs(self) -> dict[str, float]:
         """Learning rate of each of `FlowRL.policy_parameter_sets` (with `filtered`, each fit sets the chain's own)."""

@@ -15,7 +15,6 @@ drawn per step (M = `PPOConfig.flow_draws`), so a chunk is never fitted twice wi
 from __future__ import annotations
 
 import math
-from collections import Counter
 
 import torch
 
@@ -31,14 +30,6 @@ def successful_decisions(storage: Storage, rows: list[dict]) -> list[int]:
     episodes = storage.episodes()
     assert len(episodes) == len(rows), f"{len(episodes)} stored episodes but {len(rows)} rows"
     return [index for decisions, row in zip(episodes, rows) if row["end"] == "success" for index in decisions]
-
-
-def scene_balanced_weights(storage: Storage, rows: list[dict]) -> list[float]:
-    """The fit's weight of each of `successful_decisions(storage, rows)`, in its order: 1 / (the successful
-    episodes of its scene, `row["index"]`), so that each solved scene weighs the same in the fit."""
-    solved = Counter(row["index"] for row in rows if row["end"] == "success")
-    return [1.0 / solved[row["index"]] for decisions, row in zip(storage.episodes(), rows) if row["end"] == "success"
-            for _ in decisions]
 
 
 def warmup_cosine(step: int, steps: int, warmup: int) -> float:
@@ -57,30 +48,22 @@ def fit_steps(decisions: int, cfg: FilteredConfig) -> int:
 
 def filtered_update(model: FlowRL, storage: Storage, chosen: list[int], optimizer: torch.optim.Optimizer,
                     cfg: FilteredConfig, max_grad_norm: float, generator: torch.Generator,
-                    average: WeightAverage | None = None, weights: list[float] | None = None) -> dict[str, float]:
+                    average: WeightAverage | None = None) -> dict[str, float]:
     """Fit the flow-matching loss of the `chosen` decisions' chunks (see the module docstring) with the optimizer's
     `chain` group (the velocity network; the encoders get no gradient from stored prefixes) at the warm-up-cosine
     rate peaking at `cfg.fit_lr`; the optimizer's other groups (start, critic) are left as they are. `average`, when
-    given, follows the policy's weights after every step. `weights`, when given, weigh each chosen decision's loss
-    (one per decision of `chosen`, rescaled to mean 1 so the rate means the same); else each weighs 1. The fit runs
-    on `cfg.fit_threads` threads, and the caller's thread count is restored after it. Returns the fit's statistics;
-    no chosen decision, no step."""
+    given, follows the policy's weights after every step. The fit runs on `cfg.fit_threads` threads, and the caller's
+    thread count is restored after it. Returns the fit's statistics; no chosen decision, no step."""
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.fit_threads)
     try:
-        return _fit(model, storage, chosen, optimizer, cfg, max_grad_norm, generator, average, weights)
+        return _fit(model, storage, chosen, optimizer, cfg, max_grad_norm, generator, average)
     finally:
         torch.set_num_threads(threads)
 
 
 def _fit(model: FlowRL, storage: Storage, chosen: list[int], optimizer: torch.optim.Optimizer, cfg: FilteredConfig,
-         max_grad_norm: float, generator: torch.Generator, average: WeightAverage | None,
-         weights: list[float] | None) -> dict[str, float]:
-    assert weights is None or len(weights) == len(chosen), f"{len(weights)} weights for {len(chosen)} decisions"
-    weight_of = None
-    if weights is not None and chosen:
-        weight_of = torch.zeros(len(storage))
-        weight_of[chosen] = torch.tensor(weights) / (sum(weights) / len(weights))
+         max_grad_norm: float, generator: torch.Generator, average: WeightAverage | None) -> dict[str, float]:
     chain_group = next(group for group in optimizer.param_groups if group.get("name") == "chain")
     steps = fit_steps(len(chosen), cfg)
     losses, norms = [], []
@@ -92,9 +75,7 @@ def _fit(model: FlowRL, storage: Storage, chosen: list[int], optimizer: torch.op
             index = order[start:start + cfg.fit_minibatch]
             chain, prefix, _, _ = storage.minibatch(index)
             noise, times = model.draw_flow(len(index), generator)
-            log_probs = model.flow_log_probs(chain, cast_prefix(prefix, torch.float32), noise, times)
-            loss = (-log_probs.mean() if weight_of is None
-                    else -(weight_of[index] * log_probs.mean(dim=(1, 2, 3))).mean())
+            loss = -model.flow_log_probs(chain, cast_prefix(prefix, torch.float32), noise, times).mean()
             chain_group["lr"] = cfg.fit_lr * warmup_cosine(step, steps, cfg.fit_warmup)
             optimizer.zero_grad()
             loss.backward()

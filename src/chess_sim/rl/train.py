@@ -32,7 +32,7 @@ from chess_sim.policy.loading import check_reads
 from chess_sim.report.summary import summarize
 from chess_sim.policy.average import WeightAverage, averaged
 from chess_sim.rl.check import self_check, write_report
-from chess_sim.rl.filtered import filtered_update, scene_balanced_weights, successful_decisions
+from chess_sim.rl.filtered import filtered_update, successful_decisions
 from chess_sim.rl.flow_rl import FlowRL, cast_prefix
 from chess_sim.rl.ppo import ppo_update
 from chess_sim.rl.storage import Storage, stack_prefixes
@@ -87,13 +87,6 @@ def training_env(model: FlowRL, env_cfg: EnvConfig) -> EnvConfig:
     return observed_env(model.policy, replace(env_cfg, early_stop=True))
 
 
-def training_scenes(cfg: RLConfig, first_index: int) -> list[int]:
-    """The scene index of each of an iteration's `cfg.run.episodes` training episodes, from `first_index` on: each
-    scene `cfg.scene_rollouts()` times in a row."""
-    repeats = cfg.scene_rollouts()
-    return [first_index + episode // repeats for episode in range(cfg.run.episodes)]
-
-
 def collect(model: FlowRL, vec, cfg: RLConfig, first_index: int, generator: torch.Generator, bar=None):
     """One iteration's rollout of `cfg.run.episodes` training episodes: (storage, episode rows, time parts). Under
     the `filtered` algorithm the chain starts from its `rollout_spread`, else from the policy's own start."""
@@ -105,7 +98,7 @@ def collect(model: FlowRL, vec, cfg: RLConfig, first_index: int, generator: torc
     on_done = (lambda row: bar.advance()) if bar is not None else None
     start_spread = cfg.filtered.rollout_spread if cfg.algorithm == "filtered" else None
     driver = RolloutDriver(model, generator, storage, on_done, start_spread)
-    drive(vec, cfg.run.train_seed, training_scenes(cfg, first_index), driver, clock=clock)
+    drive(vec, cfg.run.train_seed, list(range(first_index, first_index + cfg.run.episodes)), driver, clock=clock)
     storage.finish(cfg.ppo.gamma, cfg.ppo.lam)
     parts = {**driver.parts, "env": clock["env"], "rounds": clock["rounds"]}
     return storage, driver.rows, parts
@@ -173,15 +166,13 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
                     raise RLError(f"self-check failed (see {out / 'check.md'}): {json.dumps(result)}")
             began = time.perf_counter()
             if cfg.algorithm == "filtered":
-                weights = scene_balanced_weights(storage, rows) if cfg.scene_rollouts() > 1 else None
                 stats = filtered_update(model, storage, successful_decisions(storage, rows), optimizer, cfg.filtered,
-                                        cfg.ppo.max_grad_norm, generator, average, weights)
+                                        cfg.ppo.max_grad_norm, generator, average)
             else:
                 stats = ppo_update(model, storage, optimizer, cfg.ppo, generator,
                                    critic_only=iteration <= cfg.ppo.critic_warmup, chain_trains=chain_trains,
                                    average=average)
-            scenes = cfg.run.episodes // cfg.scene_rollouts()
-            state.update(iteration=iteration, next_index=state["next_index"] + scenes)
+            state.update(iteration=iteration, next_index=state["next_index"] + cfg.run.episodes)
             line = {"iteration": iteration, "decisions": len(storage), "rollout_s": rollout_s,
                     "rollout_parts": parts, "update_s": time.perf_counter() - began,
                     "sigma_mean": float(model.sigmas().detach()[:, :model.policy.action_dim].mean()),
