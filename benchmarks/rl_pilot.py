@@ -29,7 +29,7 @@ from pathlib import Path
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from chess_sim.report.compare import compare  # noqa: E402
-from chess_sim.config import RL_PROFILES, EvalConfig, profile  # noqa: E402
+from chess_sim.config import RL_PROFILES, EvalConfig, profile, replace_fields  # noqa: E402
 from chess_sim.eval import evaluate  # noqa: E402
 from chess_sim.rl.train import run  # noqa: E402
 
@@ -46,10 +46,8 @@ def main() -> None:
                         help="the weight average's decay per Adam step (default: the profile's)")
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
-    chosen = RL_PROFILES[args.profile]
-    ema = chosen.ppo.ema if args.ema is None else args.ema
-    cfg = replace(chosen, run=replace(chosen.run, iterations=10_000, minutes=args.minutes),
-                  ppo=replace(chosen.ppo, ema=ema))
+    overrides = {} if args.ema is None else {"ema": args.ema}
+    cfg = replace_fields(RL_PROFILES[args.profile], iterations=10_000, minutes=args.minutes, **overrides)
     env = profile("baseline")
     run(args.policy, args.out / "rl", cfg, env, resume=args.resume, profile_name=args.profile)
     log = [json.loads(line) for line in (args.out / "rl" / "log.jsonl").read_text().splitlines()]
