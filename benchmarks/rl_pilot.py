@@ -8,10 +8,12 @@ rollout time split and decisions/s. The learning curve (success vs iteration and
 PNG (`--figure`, for docs/experiments.md).
 
     .venv/bin/python benchmarks/rl_pilot.py [--policy models/baseline] [--out runs/rl_pilot] [--minutes 120]
-        [--profile compact] [--ema DECAY] [--test-episodes 200] [--figure docs/rl_pilot.png] [--resume]
+        [--profile compact] [--ema DECAY] [--anchor WEIGHT] [--test-episodes 200] [--figure docs/rl_pilot.png]
+        [--resume]
 
 `--ema` overrides the profile's weight average (`PPOConfig.ema`, per Adam step): what is validated, saved and tested
-is then the average of the policy's recent weights, which damps the swings of single fits.
+is then the average of the policy's recent weights, which damps the swings of single fits. `--anchor` overrides the profile's proximity weight (`FilteredConfig.anchor`): each
+fit is also pulled towards the start policy's velocity at the fitted points.
 
 Targets (issue #19): within 4 hours, the RL policy beats the start policy at its best start spread by at least 10
 points on the 200 test scenes, McNemar p < 0.01.
@@ -44,9 +46,11 @@ def main() -> None:
     parser.add_argument("--profile", choices=sorted(RL_PROFILES), default="compact")
     parser.add_argument("--ema", type=float, default=None,
                         help="the weight average's decay per Adam step (default: the profile's)")
+    parser.add_argument("--anchor", type=float, default=None,
+                        help="the fits' proximity weight to the start policy (default: the profile's)")
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
-    overrides = {} if args.ema is None else {"ema": args.ema}
+    overrides = {key: value for key, value in (("ema", args.ema), ("anchor", args.anchor)) if value is not None}
     cfg = replace_fields(RL_PROFILES[args.profile], iterations=10_000, minutes=args.minutes, **overrides)
     env = profile("baseline")
     run(args.policy, args.out / "rl", cfg, env, resume=args.resume, profile_name=args.profile)

@@ -94,6 +94,28 @@ def test_an_update_fits_the_chosen_chunks_and_moves_only_the_velocity(model):
     assert not model.training
 
 
+def test_an_anchored_fit_stays_nearer_the_reference_and_needs_it(model):
+    import copy
+
+    storage = _storage(model)
+    reference = copy.deepcopy(model.policy).requires_grad_(False)
+    chain, prefix, _, _ = storage.minibatch(torch.arange(len(storage)))
+    prefix = cast_prefix(prefix, torch.float32)
+    x_t, t = torch.randn(len(storage), 50, 6, generator=torch.Generator().manual_seed(5)), torch.full((len(storage),), 0.5)
+
+    def distance(anchor: float) -> float:
+        fitted = copy.deepcopy(model)
+        cfg = FilteredConfig(fit_lr=3e-3, fit_epochs=10, fit_minibatch=2, fit_warmup=2, anchor=anchor)
+        filtered_update(fitted, storage, [0, 1, 4], _optimizer(fitted), cfg, 1.0, torch.Generator().manual_seed(0),
+                        reference=reference)
+        with torch.no_grad():
+            return float((fitted.policy.velocity(prefix, x_t, t) - reference.velocity(prefix, x_t, t)).abs().mean())
+
+    assert distance(10.0) < 0.6 * distance(0.0)  # 0.45 when written
+    with pytest.raises(AssertionError, match="reference"):
+        filtered_update(model, storage, [0], _optimizer(model), FilteredConfig(anchor=1.0), 1.0, torch.Generator())
+
+
 def test_the_fit_runs_on_its_own_threads_and_gives_the_callers_back(model, monkeypatch):
     import chess_sim.rl.filtered as filtered
 

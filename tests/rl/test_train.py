@@ -3,6 +3,7 @@ the CLI smoke runs, and ratio 1 for the tiny SmolVLA."""
 
 import json
 import math
+import shutil
 from dataclasses import replace
 
 import pytest
@@ -282,3 +283,29 @@ def test_a_filtered_run_fits_its_successes_saves_the_policy_at_its_own_spread_an
     assert lines(resumed)[2]["fit_loss_last_epoch"] == log[2]["fit_loss_last_epoch"]
     again = load_policy(resumed / "last")
     assert all(torch.equal(again.state_dict()[k], last.state_dict()[k]) for k in last.state_dict())
+
+
+def test_an_anchored_run_fits_against_its_start_policy_also_after_a_resume(policy_dir, tmp_path, monkeypatch):
+    references = []
+    real_update = rl_train.filtered_update
+
+    def recording(*args, reference=None, **kwargs):
+        references.append(reference)
+        return real_update(*args, reference=reference, **kwargs)
+
+    monkeypatch.setattr(rl_train, "filtered_update", recording)
+    monkeypatch.setattr(rl_train, "successful_decisions", lambda storage, rows: list(range(len(storage))))
+    cfg = replace_fields(CFG, iterations=1, algorithm="filtered", likelihood="flow", fit_epochs=1, fit_minibatch=4,
+                         anchor=1.0)
+    start_dir, out = tmp_path / "start", tmp_path / "run"
+    shutil.copytree(policy_dir, start_dir)
+    run(start_dir, out, cfg, ENV)
+    run(tmp_path / "elsewhere", out, replace_fields(cfg, iterations=2), ENV, resume=True)
+    start = CompactPolicy.load(start_dir).state_dict()
+    assert len(references) == 2 and all(not r.training for r in references)
+    for reference in references:  # the policy the run began from, not `last/` nor the directory given to the resume
+        assert all(torch.equal(start[k], reference.state_dict()[k]) for k in start)
+    assert not all(torch.equal(start[k], load_policy(out / "last").state_dict()[k]) for k in start)
+    shutil.rmtree(start_dir)
+    with pytest.raises(rl_train.RLError, match="anchor"):
+        run(start_dir, out, replace_fields(cfg, iterations=3), ENV, resume=True)

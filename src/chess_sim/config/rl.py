@@ -201,10 +201,14 @@ class FilteredConfig:
     """The training rollouts start the noise-free chain from N(0, s^2) with this s, whatever the policy's own start:
     the policy's successes at the spread it was trained with (1) are what it fits; validation and the saved policy
     use the policy's own start (a hand-set spread with `steer`)."""
+    anchor: float = 0.0
+    """Weight w of a proximity term in every fit: w |v - v_start|^2 at the same points (x_t, t) of the fitted chunks,
+    v_start the velocity of the run's start policy, frozen. It ties the refitted policy to where the run began,
+    the way a KL to a reference policy does, against the slow drift of repeated self-fits. 0: no term."""
 
     def __post_init__(self):
         at_least(self, 1, "fit_epochs", "fit_minibatch", "fit_threads")
-        at_least(self, 0, "fit_lr", "fit_warmup")
+        at_least(self, 0, "fit_lr", "fit_warmup", "anchor")
         require(self.rollout_spread > 0, f"rollout_spread must be positive, got {self.rollout_spread}")
 
 

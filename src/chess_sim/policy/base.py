@@ -153,14 +153,22 @@ def flow_times(rows: int, beta: float, generator: torch.Generator) -> torch.Tens
 
 
 def flow_matching_errors(policy: FlowPolicy, prefix: Any, actions: torch.Tensor, noise: torch.Tensor,
-                         t: torch.Tensor) -> torch.Tensor:
+                         t: torch.Tensor, anchor: tuple[FlowPolicy, float] | None = None) -> torch.Tensor:
     """(B, T, A) squared errors between v(x_t, t) and the target noise - action, for normalised actions (B, T, A)
     zero-padded to the chain's C dimensions, noise (B, T, C) and times t (B,); only the A action dimensions
-    count."""
+    count. `anchor` (a reference policy reading the same prefix, weight w): the target becomes
+    (noise - action + w v_ref(x_t, t)) / (1 + w), whose squared error is (error + w |v - v_ref|^2) / (1 + w) plus
+    a term the policy does not change, so its gradient pulls the velocity towards the reference's at the same
+    points (a proximity term, the flow's counterpart of a KL to a reference policy)."""
     actions = F.pad(actions, (0, noise.shape[-1] - actions.shape[-1]))
     weight = t[:, None, None]
     x_t = weight * noise + (1.0 - weight) * actions
-    return ((policy.velocity(prefix, x_t, t) - (noise - actions)) ** 2)[..., :policy.action_dim]
+    target = noise - actions
+    if anchor is not None:
+        reference, strength = anchor
+        with torch.no_grad():
+            target = (target + strength * reference.velocity(prefix, x_t, t)) / (1.0 + strength)
+    return ((policy.velocity(prefix, x_t, t) - target) ** 2)[..., :policy.action_dim]
 
 
 def flow_matching_loss(policy: FlowPolicy, prefix: Any, actions: torch.Tensor, noise: torch.Tensor,

@@ -4,7 +4,8 @@ An iteration's rollout runs the noise-free chain from N(0, s^2) (`FilteredConfig
 the velocity network's flow-matching loss to the executed chunks x_K of the decisions of the successful episodes,
 from fresh noise and times at every step, as imitation training does. This is reward-weighted regression with a 0/1
 reward: the fitted policy moves towards pi(chunk | obs, success), which solves more scenes than pi when the fit
-is close. Each iteration's fit warms its learning rate up over `fit_warmup` steps and anneals it to 0 by its last
+is close. With `FilteredConfig.anchor` > 0 the fit also pulls the velocity towards the run's start policy's at the
+same points (`policy.base.flow_matching_errors`). Each iteration's fit warms its learning rate up over `fit_warmup` steps and anneals it to 0 by its last
 step: fine-tuning at a constant rate leaves the last steps' minibatch noise in the weights, which on this project's
 compact policy costs more than the update gains (docs/experiments.md).
 
@@ -20,6 +21,7 @@ import torch
 
 from chess_sim.config import FilteredConfig
 from chess_sim.policy.average import WeightAverage
+from chess_sim.policy.base import FlowPolicy
 from chess_sim.rl.flow_rl import FlowRL, cast_prefix
 from chess_sim.rl.storage import Storage
 
@@ -48,22 +50,26 @@ def fit_steps(decisions: int, cfg: FilteredConfig) -> int:
 
 def filtered_update(model: FlowRL, storage: Storage, chosen: list[int], optimizer: torch.optim.Optimizer,
                     cfg: FilteredConfig, max_grad_norm: float, generator: torch.Generator,
-                    average: WeightAverage | None = None) -> dict[str, float]:
+                    average: WeightAverage | None = None, reference: FlowPolicy | None = None) -> dict[str, float]:
     """Fit the flow-matching loss of the `chosen` decisions' chunks (see the module docstring) with the optimizer's
     `chain` group (the velocity network; the encoders get no gradient from stored prefixes) at the warm-up-cosine
     rate peaking at `cfg.fit_lr`; the optimizer's other groups (start, critic) are left as they are. `average`, when
-    given, follows the policy's weights after every step. The fit runs on `cfg.fit_threads` threads, and the caller's
+    given, follows the policy's weights after every step. `reference`: the frozen start policy of
+`cfg.anchor` (needed when the weight is above 0). The fit runs on `cfg.fit_threads` threads, and the caller's
     thread count is restored after it. Returns the fit's statistics; no chosen decision, no step."""
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.fit_threads)
     try:
-        return _fit(model, storage, chosen, optimizer, cfg, max_grad_norm, generator, average)
+        return _fit(model, storage, chosen, optimizer, cfg, max_grad_norm, generator, average, reference)
     finally:
         torch.set_num_threads(threads)
 
 
 def _fit(model: FlowRL, storage: Storage, chosen: list[int], optimizer: torch.optim.Optimizer, cfg: FilteredConfig,
-         max_grad_norm: float, generator: torch.Generator, average: WeightAverage | None) -> dict[str, float]:
+         max_grad_norm: float, generator: torch.Generator, average: WeightAverage | None,
+         reference: FlowPolicy | None) -> dict[str, float]:
+    assert reference is not None or cfg.anchor == 0, "an anchored fit needs the reference policy"
+    anchor = (reference, cfg.anchor) if cfg.anchor > 0 else None
     chain_group = next(group for group in optimizer.param_groups if group.get("name") == "chain")
     steps = fit_steps(len(chosen), cfg)
     losses, norms = [], []
@@ -75,7 +81,7 @@ def _fit(model: FlowRL, storage: Storage, chosen: list[int], optimizer: torch.op
             index = order[start:start + cfg.fit_minibatch]
             chain, prefix, _, _ = storage.minibatch(index)
             noise, times = model.draw_flow(len(index), generator)
-            loss = -model.flow_log_probs(chain, cast_prefix(prefix, torch.float32), noise, times).mean()
+            loss = -model.flow_log_probs(chain, cast_prefix(prefix, torch.float32), noise, times, anchor).mean()
             chain_group["lr"] = cfg.fit_lr * warmup_cosine(step, steps, cfg.fit_warmup)
             optimizer.zero_grad()
             loss.backward()

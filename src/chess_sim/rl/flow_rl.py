@@ -236,17 +236,18 @@ class FlowRL(nn.Module):
         return Sample(chain, log_probs, self.value(prefix, state), stored, spread, spread_log_probs,
                       None if self.likelihood == "chain" else flow)
 
-    def flow_log_probs(self, chain: torch.Tensor, prefix: Any, noise: torch.Tensor,
-                       times: torch.Tensor) -> torch.Tensor:
+    def flow_log_probs(self, chain: torch.Tensor, prefix: Any, noise: torch.Tensor, times: torch.Tensor,
+                       anchor: tuple[FlowPolicy, float] | None = None) -> torch.Tensor:
         """(B, M, T, A) the flow surrogate's elements: minus the flow-matching errors of the executed chunk (the chain's
-        end, (B, K+1, T, C) given) under draws noise (B, M, T, C) and times (B, M)."""
+        end, (B, K+1, T, C) given) under draws noise (B, M, T, C) and times (B, M); `anchor` as in
+        `flow_matching_errors`."""
         batch, draws = times.shape
         policy = self.policy
         assert noise.shape == (batch, draws, policy.chunk, policy.chain_dim), \
             f"flow noise must be ({batch}, {draws}, {policy.chunk}, {policy.chain_dim}), got {tuple(noise.shape)}"
         actions = chain[:, -1, :, :policy.action_dim].repeat_interleave(draws, dim=0)
         errors = flow_matching_errors(policy, repeat_prefix(prefix, draws), actions, noise.flatten(0, 1),
-                                      times.flatten())
+                                      times.flatten(), anchor)
         return -errors.view(batch, draws, policy.chunk, policy.action_dim)
 
     def _transition_log_probs(self, chain: torch.Tensor, means: torch.Tensor) -> torch.Tensor:

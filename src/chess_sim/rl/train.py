@@ -81,6 +81,22 @@ def build(policy_dir: Path, cfg: RLConfig) -> tuple[FlowRL, torch.optim.Optimize
     return model, torch.optim.AdamW(groups, weight_decay=0.0)
 
 
+def _reference(start_dir: Path, cfg: RLConfig):
+    """The frozen start policy a filtered run's fits are anchored to (`FilteredConfig.anchor`), loaded from the
+    directory the run began from (a resume reads it from args.json); None when nothing is anchored."""
+    from chess_sim.policy.loading import load_policy
+
+    if cfg.algorithm != "filtered" or cfg.filtered.anchor == 0:
+        return None
+    try:
+        reference = load_policy(start_dir)
+    except (OSError, ValueError) as error:
+        raise RLError(f"the anchor's start policy {start_dir} cannot be loaded: {error}") from None
+    if cfg.run.action_steps:
+        reference.set_action_steps(cfg.run.action_steps)
+    return reference.eval().requires_grad_(False)
+
+
 def training_env(model: FlowRL, env_cfg: EnvConfig) -> EnvConfig:
     """The simulators of training rollouts: episodes end once their outcome is settled, and observations come at
     the policy's input size."""
@@ -137,6 +153,7 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
         out.mkdir(parents=True, exist_ok=True)
         runs.write_args(out / ARGS_FILE, args)
         _checkpoint(out, "last", model, optimizer, generator, state, average)  # resumable from the first second
+    reference = _reference(Path(json.loads((out / ARGS_FILE).read_text())["policy"]), cfg)
     train_env = training_env(model, env_cfg)
     scalars = _tensorboard(out) if cfg.run.tensorboard else None
     started = time.perf_counter() - state["elapsed_s"]
@@ -167,7 +184,7 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
             began = time.perf_counter()
             if cfg.algorithm == "filtered":
                 stats = filtered_update(model, storage, successful_decisions(storage, rows), optimizer, cfg.filtered,
-                                        cfg.ppo.max_grad_norm, generator, average)
+                                        cfg.ppo.max_grad_norm, generator, average=average, reference=reference)
             else:
                 stats = ppo_update(model, storage, optimizer, cfg.ppo, generator,
                                    critic_only=iteration <= cfg.ppo.critic_warmup, chain_trains=chain_trains,
