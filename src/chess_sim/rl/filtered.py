@@ -5,9 +5,9 @@ the velocity network's flow-matching loss to the executed chunks x_K of the deci
 from fresh noise and times at every step, as imitation training does. This is reward-weighted regression with a 0/1
 reward: the fitted policy moves towards pi(chunk | obs, success), which solves more scenes than pi when the fit
 is close. With `FilteredConfig.anchor` > 0 the fit also pulls the velocity towards the run's start policy's at the
-same points (`policy.base.flow_matching_errors`). Each iteration's fit warms its learning rate up over `fit_warmup` steps and anneals it to 0 by its last
-step: fine-tuning at a constant rate leaves the last steps' minibatch noise in the weights, which on this project's
-compact policy costs more than the update gains (docs/experiments.md).
+same points (`policy.base.flow_matching_errors`). Each iteration's fit warms its learning rate up over `fit_warmup`
+steps and anneals it to 0 by its last step: fine-tuning at a constant rate leaves the last steps' minibatch noise in
+the weights, which on this project's compact policy costs more than the update gains (docs/experiments.md).
 
 Shapes: a stored decision's chain (K+1, T, C), x_K = chain[-1]; the fit's noise (B, M, T, C) and times (B, M) are
 drawn per step (M = `PPOConfig.flow_draws`), so a chunk is never fitted twice with the same draw.
@@ -54,9 +54,9 @@ def filtered_update(model: FlowRL, storage: Storage, chosen: list[int], optimize
     """Fit the flow-matching loss of the `chosen` decisions' chunks (see the module docstring) with the optimizer's
     `chain` group (the velocity network; the encoders get no gradient from stored prefixes) at the warm-up-cosine
     rate peaking at `cfg.fit_lr`; the optimizer's other groups (start, critic) are left as they are. `average`, when
-    given, follows the policy's weights after every step. `reference`: the frozen start policy of
-`cfg.anchor` (needed when the weight is above 0). The fit runs on `cfg.fit_threads` threads, and the caller's
-    thread count is restored after it. Returns the fit's statistics; no chosen decision, no step."""
+    given, follows the policy's weights after every step. `reference`: the frozen start policy of `cfg.anchor`
+    (needed when the weight is above 0). The fit runs on `cfg.fit_threads` threads, and the caller's thread count is
+    restored after it. Returns the fit's statistics; no chosen decision, no step."""
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.fit_threads)
     try:
