@@ -11,9 +11,11 @@ PNG (`--figure`, for docs/experiments.md).
         [--profile compact] [--ema DECAY] [--anchor WEIGHT] [--test-episodes 200] [--figure docs/rl_pilot.png]
         [--resume]
 
-`--ema` overrides the profile's weight average (`PPOConfig.ema`, per Adam step): what is validated, saved and tested
-is then the average of the policy's recent weights, which damps the swings of single fits. `--anchor` overrides the profile's proximity weight (`FilteredConfig.anchor`): each
-fit is also pulled towards the start policy's velocity at the fitted points.
+`--resume` continues the run up to the new `--minutes` (the whole run's budget) and tests `best` and `last` again
+when they moved. `--ema` overrides the profile's weight average (`PPOConfig.ema`, per Adam step): what is
+validated, saved and tested is then the average of the policy's recent weights, which damps the swings of single
+fits. `--anchor` overrides the profile's proximity weight (`FilteredConfig.anchor`): each fit is also pulled
+towards the start policy's velocity at the fitted points.
 
 Targets (issue #19): within 4 hours, the RL policy beats the start policy at its best start spread by at least 10
 points on the 200 test scenes, McNemar p < 0.01.
@@ -53,8 +55,13 @@ def main() -> None:
     overrides = {key: value for key, value in (("ema", args.ema), ("anchor", args.anchor)) if value is not None}
     cfg = replace_fields(RL_PROFILES[args.profile], iterations=10_000, minutes=args.minutes, **overrides)
     env = profile("baseline")
+    log_file = args.out / "rl" / "log.jsonl"
+    before = log_file.read_text() if log_file.is_file() else ""
     run(args.policy, args.out / "rl", cfg, env, resume=args.resume, profile_name=args.profile)
-    log = [json.loads(line) for line in (args.out / "rl" / "log.jsonl").read_text().splitlines()]
+    if log_file.read_text() != before:  # a resumed run moved on: its best and last are other weights now
+        for name in ("best", "last"):
+            shutil.rmtree(args.out / f"test_{name}", ignore_errors=True)
+    log = [json.loads(line) for line in log_file.read_text().splitlines()]
     args.figure.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(args.out / "rl" / "curves.png", args.figure)  # the run draws it at its final validation
     curve = [{"iteration": line["iteration"], "elapsed_min": line["elapsed_s"] / 60,
