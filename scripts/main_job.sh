@@ -24,8 +24,9 @@ if [[ -e "$out" ]]; then
 fi
 export MUJOCO_GL=${MUJOCO_GL:-egl}
 cs=.venv/bin/chess-sim
-# The time budget ends the run: the iteration cap is only a backstop.
-$cs rl --policy models/baseline --out "$out/rl" --minutes "$minutes" --iterations 100000 "${rl_sizes[@]}"
+# The time budget ends the run: the iteration cap is only a backstop. No weight average: after the one or two
+# iterations of a short budget the profile's average (decay 0.999 per Adam step) would still be mostly the baseline.
+$cs rl --policy models/baseline --out "$out/rl" --minutes "$minutes" --iterations 100000 --ema 0 "${rl_sizes[@]}"
 .venv/bin/python - "$out/rl/log.jsonl" <<'PY'
 import sys
 from chess_sim import jsonl

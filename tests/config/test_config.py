@@ -52,6 +52,7 @@ def test_profiles_are_valid_configs_of_their_kind():
     compact = RL_PROFILES["compact"]  # the velocity learns, from its successes; the start is a hand-set spread
     assert compact.algorithm == "filtered" and compact.filtered.fit_lr > 0 and compact.start.steer
     assert compact.start.spread_lr == compact.start.spread_head_lr == compact.start.spread_noise == 0.0
+    assert compact.filtered.anchor == 0.25 and compact.ppo.ema == 0.999  # the recipe of models/rl
     spread = RL_PROFILES["compact-spread"]  # the start's spread alone
     assert spread.start.steer and spread.start.spread_noise > 0 and spread.ppo.lr == 0.0
 
