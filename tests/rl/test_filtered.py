@@ -101,7 +101,8 @@ def test_an_anchored_fit_stays_nearer_the_reference_and_needs_it(model):
     reference = copy.deepcopy(model.policy).requires_grad_(False)
     chain, prefix, _, _ = storage.minibatch(torch.arange(len(storage)))
     prefix = cast_prefix(prefix, torch.float32)
-    x_t, t = torch.randn(len(storage), 50, 6, generator=torch.Generator().manual_seed(5)), torch.full((len(storage),), 0.5)
+    x_t = torch.randn(len(storage), 50, 6, generator=torch.Generator().manual_seed(5))
+    t = torch.full((len(storage),), 0.5)
 
     def distance(anchor: float) -> float:
         fitted = copy.deepcopy(model)

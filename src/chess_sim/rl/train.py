@@ -60,12 +60,8 @@ class RLError(runs.RunError):
 def build(policy_dir: Path, cfg: RLConfig) -> tuple[FlowRL, torch.optim.Optimizer]:
     """FlowRL around the policy in `policy_dir` and its optimizer (groups named `chain`, `start_spread`,
     `spread_head`, `critic`, `noise`)."""
-    from chess_sim.policy.loading import load_policy
-
     try:
-        policy = load_policy(policy_dir)
-        if cfg.run.action_steps:
-            policy.set_action_steps(cfg.run.action_steps)
+        policy = _load(policy_dir, cfg)
         torch.manual_seed(cfg.run.seed)
         prefix_dtype = torch.float32 if policy.chain_dim == policy.action_dim else torch.bfloat16
         model = FlowRL(policy, cfg.noise, cfg.start, prefix_dtype=prefix_dtype, likelihood=cfg.ppo.likelihood,
@@ -81,19 +77,26 @@ def build(policy_dir: Path, cfg: RLConfig) -> tuple[FlowRL, torch.optim.Optimize
     return model, torch.optim.AdamW(groups, weight_decay=0.0)
 
 
+def _load(policy_dir: Path, cfg: RLConfig):
+    """The policy saved in `policy_dir`, executing the run's `action_steps` of each chunk; ValueError (one line) as
+    `load_policy`."""
+    from chess_sim.policy.loading import load_policy
+
+    policy = load_policy(policy_dir)
+    if cfg.run.action_steps:
+        policy.set_action_steps(cfg.run.action_steps)
+    return policy
+
+
 def _reference(start_dir: Path, cfg: RLConfig):
     """The frozen start policy a filtered run's fits are anchored to (`FilteredConfig.anchor`), loaded from the
     directory the run began from (a resume reads it from args.json); None when nothing is anchored."""
-    from chess_sim.policy.loading import load_policy
-
     if cfg.algorithm != "filtered" or cfg.filtered.anchor == 0:
         return None
     try:
-        reference = load_policy(start_dir)
+        reference = _load(start_dir, cfg)
     except (OSError, ValueError) as error:
         raise RLError(f"the anchor's start policy {start_dir} cannot be loaded: {error}") from None
-    if cfg.run.action_steps:
-        reference.set_action_steps(cfg.run.action_steps)
     return reference.eval().requires_grad_(False)
 
 
