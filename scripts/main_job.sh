@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # The main job on the built-in default: a short RL fine-tuning of models/baseline with the compact profile
-# (success-filtered flow matching of the velocity network, deployed at the hand-set start spread 0.5; MINUTES of
-# training, with a progress bar), its report, and paired comparisons of the run's last policy on the same test
-# scenes with the baseline as trained (start spread 1) and with the baseline at the run's start spread (the
-# temperature alone, no learning).
+# (success-filtered flow matching of the velocity network, deployed at the hand-set start spread 0.5; ITERATIONS
+# rounds of RL_EPISODES rollouts and a fit, with a progress bar), its report, and paired comparisons of the run's
+# last policy on the same test scenes with the baseline as trained (start spread 1) and with the baseline at the
+# run's start spread (the temperature alone, no learning).
 #   scripts/main_job.sh [OUT]        (default OUT: runs/main in the repository; it must not exist yet)
-# Sizes (environment): MINUTES (5; the run ends with the iteration that ends past it), RL_EPISODES per iteration
-# (the compact profile's 512), VAL_EPISODES (20), TEST_EPISODES (100).
+# Sizes (environment): ITERATIONS (3), RL_EPISODES per iteration (320: three smaller rounds learn more in the
+# time than two of the profile's 512), MINUTES (12: a backstop on a slower machine; the run ends with the first
+# iteration that ends past it), VAL_EPISODES (20), TEST_EPISODES (100).
 set -euo pipefail
 out=$(realpath -m "${1:-$(dirname "$0")/../runs/main}")
 cd "$(dirname "$0")/.."
-minutes=${MINUTES:-5}
+iterations=${ITERATIONS:-3}
+minutes=${MINUTES:-12}
 episodes=${TEST_EPISODES:-100}
-rl_sizes=(--val-episodes "${VAL_EPISODES:-20}")
-if [[ -n "${RL_EPISODES:-}" ]]; then rl_sizes+=(--episodes "$RL_EPISODES"); fi
+rl_sizes=(--val-episodes "${VAL_EPISODES:-20}" --episodes "${RL_EPISODES:-320}")
 if ! awk -v m="$minutes" 'BEGIN { exit !(m + 0 > 0) }'; then
     echo "error: MINUTES must be a positive number of minutes, got '$minutes'" >&2
+    exit 2
+fi
+if ! [[ "$iterations" =~ ^[1-9][0-9]*$ ]]; then
+    echo "error: ITERATIONS must be a positive whole number, got '$iterations'" >&2
     exit 2
 fi
 if [[ -e "$out" ]]; then
@@ -24,9 +29,10 @@ if [[ -e "$out" ]]; then
 fi
 export MUJOCO_GL=${MUJOCO_GL:-egl}
 cs=.venv/bin/chess-sim
-# The time budget ends the run: the iteration cap is only a backstop. No weight average: after the one or two
-# iterations of a short budget the profile's average (decay 0.999 per Adam step) would still be mostly the baseline.
-$cs rl --policy models/baseline --out "$out/rl" --minutes "$minutes" --iterations 100000 --ema 0 "${rl_sizes[@]}"
+# A fixed number of iterations makes the job's result the same on every run (the RL is deterministic); MINUTES
+# only guards a slow machine. No weight average: after a few iterations the profile's average (decay 0.999 per
+# Adam step) would still be mostly the baseline.
+$cs rl --policy models/baseline --out "$out/rl" --iterations "$iterations" --minutes "$minutes" --ema 0 "${rl_sizes[@]}"
 .venv/bin/python - "$out/rl/log.jsonl" <<'PY'
 import sys
 from chess_sim import jsonl

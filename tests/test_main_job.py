@@ -30,7 +30,9 @@ def test_main_job_runs_rl_report_and_the_paired_comparison(tmp_path):
     assert again.returncode == 2 and again.stderr.count("\n") == 1 and "already exists" in again.stderr
 
 
-def test_main_job_refuses_a_non_positive_budget(tmp_path):
-    done = subprocess.run([str(SCRIPT), str(tmp_path / "main")], env={**os.environ, **TINY, "MINUTES": "0"},
+@pytest.mark.parametrize("name, value, message", [("MINUTES", "0", "MINUTES must be a positive"),
+                                                  ("ITERATIONS", "2.5", "ITERATIONS must be a positive whole")])
+def test_main_job_refuses_a_bad_size(tmp_path, name, value, message):
+    done = subprocess.run([str(SCRIPT), str(tmp_path / "main")], env={**os.environ, **TINY, name: value},
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "MINUTES must be a positive" in done.stderr and not (tmp_path / "main").exists()
+    assert done.returncode == 2 and message in done.stderr and not (tmp_path / "main").exists()
