@@ -8,7 +8,7 @@ import chess_sim
 
 SOURCE = Path(chess_sim.__file__).parent
 LAYERS = [
-    {"config", "atomic", "jsonl", "progress", "video", "__init__"},
+    {"config", "atomic", "jsonl", "progress", "threads", "video", "__init__"},
     {"sim"},
     {"data", "policy", "report"},
     {"eval", "scheduler", "play"},

@@ -35,6 +35,7 @@ from chess_sim.policy.loading import check_reads
 from chess_sim.progress import Progress
 from chess_sim.report.summary import summarize
 from chess_sim.report.tables import write_csv
+from chess_sim.threads import torch_threads
 
 EXPERT = "expert"
 """`--policy expert`: the scripted expert instead of a policy directory."""
@@ -99,15 +100,12 @@ def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: boo
         except ValueError as error:
             raise EvalError(str(error)) from None
     rows = _prepare_out(out, arguments, resume)
-    torch_threads = torch.get_num_threads()
     todo = [i for i in range(cfg.episodes) if i not in rows]
     timing = Timing()
     started = time.perf_counter()
     if todo:
-        try:
-            _run(policy, todo, out, cfg, env_cfg, rows, timing, backend, threads)
-        finally:
-            torch.set_num_threads(torch_threads)
+        with torch_threads(threads):
+            _run(policy, todo, out, cfg, env_cfg, rows, timing, backend)
     timing.total_s = time.perf_counter() - started
     ordered = [rows[i] for i in range(cfg.episodes)]
     summary = summarize(ordered)
@@ -177,14 +175,13 @@ def policy_threads() -> int:
 
 
 def _run(policy, todo: list[int], out: Path, cfg: EvalConfig, env_cfg: EnvConfig, rows: dict, timing: Timing,
-         backend: str, threads: int | None):
+         backend: str):
     from chess_sim.scheduler import drive
     from chess_sim.sim.vec_env import make_vec_env
 
     is_expert = policy == EXPERT
     env_cfg = replace(env_cfg, render=not is_expert, early_stop=cfg.early_stop)
     if not is_expert:
-        torch.set_num_threads(threads)
         env_cfg = observed_env(policy, env_cfg)
     options = {"check_expert": True} if cfg.check_expert else {}
     bar = Progress(len(todo), "eval")

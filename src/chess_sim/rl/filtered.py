@@ -24,6 +24,7 @@ from chess_sim.policy.average import WeightAverage
 from chess_sim.policy.base import FlowPolicy
 from chess_sim.rl.flow_rl import FlowRL, cast_prefix
 from chess_sim.rl.storage import Storage
+from chess_sim.threads import torch_threads
 
 
 def successful_decisions(storage: Storage, rows: list[dict]) -> list[int]:
@@ -57,12 +58,8 @@ def filtered_update(model: FlowRL, storage: Storage, chosen: list[int], optimize
     given, follows the policy's weights after every step. `reference`: the frozen start policy of `cfg.anchor`
     (needed when the weight is above 0). The fit runs on `cfg.fit_threads` threads, and the caller's thread count is
     restored after it. Returns the fit's statistics; no chosen decision, no step."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(cfg.fit_threads)
-    try:
+    with torch_threads(cfg.fit_threads):
         return _fit(model, storage, chosen, optimizer, cfg, max_grad_norm, generator, average, reference)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _fit(model: FlowRL, storage: Storage, chosen: list[int], optimizer: torch.optim.Optimizer, cfg: FilteredConfig,
