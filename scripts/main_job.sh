@@ -5,9 +5,9 @@
 # last policy on the same test scenes with the baseline as trained (start spread 1) and with the baseline at the
 # run's start spread (the temperature alone, no learning).
 #   scripts/main_job.sh [OUT]        (default OUT: runs/main in the repository; it must not exist yet)
-# Sizes (environment): ITERATIONS (3), RL_EPISODES per iteration (320: three smaller rounds learn more in the
-# time than two of the profile's 512), MINUTES (12: a backstop on a slower machine; the run ends with the first
-# iteration that ends past it), VAL_EPISODES (20), TEST_EPISODES (100).
+# Sizes (environment): ITERATIONS (3), RL_EPISODES per iteration (320, so that three iterations fit the job's
+# 15 minutes here), MINUTES (12: a guard against a much slower machine; the run stops after the first iteration
+# whose fit ends past it), VAL_EPISODES (20), TEST_EPISODES (100).
 set -euo pipefail
 out=$(realpath -m "${1:-$(dirname "$0")/../runs/main}")
 cd "$(dirname "$0")/.."
@@ -30,7 +30,7 @@ fi
 export MUJOCO_GL=${MUJOCO_GL:-egl}
 cs=.venv/bin/chess-sim
 # A fixed number of iterations makes the job's result the same on every run (the RL is deterministic); MINUTES
-# only guards a slow machine. No weight average: after a few iterations the profile's average (decay 0.999 per
+# only guards a much slower machine. No weight average: after a few iterations the profile's average (decay 0.999 per
 # Adam step) would still be mostly the baseline.
 $cs rl --policy models/baseline --out "$out/rl" --iterations "$iterations" --minutes "$minutes" --ema 0 "${rl_sizes[@]}"
 .venv/bin/python - "$out/rl/log.jsonl" <<'PY'

@@ -8,9 +8,9 @@ import chess_sim
 
 SOURCE = Path(chess_sim.__file__).parent
 LAYERS = [
-    {"config", "atomic", "jsonl", "progress", "threads", "video", "__init__"},
+    {"config", "atomic", "jsonl", "progress", "video", "__init__"},
     {"sim"},
-    {"data", "policy", "report"},
+    {"data", "policy", "report", "threads"},
     {"eval", "scheduler", "play"},
     {"runs"},
     {"imitation", "rl"},

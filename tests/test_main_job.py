@@ -1,4 +1,4 @@
-"""End-to-end smoke of the README's main job (`scripts/main_job.sh`) with tiny sizes."""
+"""The README's main job (`scripts/main_job.sh`): an end-to-end smoke with tiny sizes, and its refusals of bad sizes."""
 
 import json
 import os
@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # the README's main job end to end
-
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "main_job.sh"
 TINY = {"MINUTES": "0.01", "RL_EPISODES": "2", "VAL_EPISODES": "2", "TEST_EPISODES": "2"}
 
 
+@pytest.mark.slow  # the README's main job end to end
 def test_main_job_runs_rl_report_and_the_paired_comparison(tmp_path):
     out = tmp_path / "main"
     done = subprocess.run([str(SCRIPT), str(out)], env={**os.environ, **TINY}, capture_output=True, text=True,
@@ -31,6 +30,7 @@ def test_main_job_runs_rl_report_and_the_paired_comparison(tmp_path):
 
 
 @pytest.mark.parametrize("name, value, message", [("MINUTES", "0", "MINUTES must be a positive"),
+                                                  ("ITERATIONS", "0", "ITERATIONS must be a positive whole"),
                                                   ("ITERATIONS", "2.5", "ITERATIONS must be a positive whole")])
 def test_main_job_refuses_a_bad_size(tmp_path, name, value, message):
     done = subprocess.run([str(SCRIPT), str(tmp_path / "main")], env={**os.environ, **TINY, name: value},
