@@ -12,6 +12,7 @@ from chess_sim.policy.base import FlowPolicy, Normalizer, chunk_actions, flow_ma
 from chess_sim.policy.loading import load_policy
 from chess_sim.policy.smolvla import SIDECAR, SmolVLAFlowPolicy
 from chess_sim.policy.smolvla_build import build_tiny_smolvla
+from chess_sim.threads import torch_threads
 
 STATS = {"observation.state": {"mean": [0.0] * 5 + [50.0], "std": [30.0] * 5 + [20.0]},
          "action": {"mean": [1.0] * 6, "std": [20.0] * 5 + [0.0]}}
@@ -22,10 +23,8 @@ TASKS = ["Move the white knight from g1 to f3.", "Move the black pawn from e7 to
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
     """The tiny model's matrices are a few dozen wide: a second thread only adds synchronisation."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with torch_threads(1):
+        yield
 
 
 @pytest.fixture(scope="module")
