@@ -1,7 +1,7 @@
 """RL rollout speed against raw physics (issue #21). Prints one JSON object.
 
     .venv/bin/python benchmarks/rollout.py [--policy models/baseline] [--episodes 64] [--repeats 3]
-                                           [--envs N] [--eval-episodes 200]
+                                           [--envs N] [--eval-episodes 200] [--denoise-steps K --time-power P]
 
 Each repeat collects `episodes` training episodes exactly as `chess-sim rl` does (the compact profile: its noise,
 start spread, simulator count and observation size), then replays the same number of the rollout's own chunks as
@@ -11,7 +11,8 @@ the headline figures are medians over the repeats. The core-second split sums th
 judging), rendering (with the resize to the policy's input) and resets, and this process's policy decisions, all
 in CPU seconds (true when the processes share the cores).
 `eval_200_s` is the wall time of a noise-free evaluation of the policy on the first `eval-episodes` test scenes
-(0 skips it).
+(0 skips it). `--denoise-steps` and `--time-power` sample the chain with K steps on the grid t_k = (1 - k/K)^p in
+the rollouts and the evaluation (0: the policy's own).
 """
 
 from __future__ import annotations
@@ -98,8 +99,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--envs", type=int, default=compact.run.envs, help="simulators (default: the profile's)")
     parser.add_argument("--eval-episodes", type=int, default=200)
+    parser.add_argument("--denoise-steps", type=int, default=0, help="K of the chain (0: the policy's own)")
+    parser.add_argument("--time-power", type=int, default=0, help="p of the chain's time grid (0: the policy's own)")
     args = parser.parse_args()
-    cfg = replace(compact, run=replace(compact.run, episodes=args.episodes, envs=args.envs))
+    sampler = {"denoise_steps": args.denoise_steps, "time_power": args.time_power}
+    cfg = replace(compact, run=replace(compact.run, episodes=args.episodes, envs=args.envs, **sampler))
     torch.set_num_threads(cfg.run.torch_threads)
     model, _ = build(args.policy, cfg)
     generator = torch.Generator().manual_seed(cfg.run.seed)
@@ -110,7 +114,8 @@ def main() -> None:
         repeats = [rollout(model, vec, cfg, FIRST_SCENE + r * args.episodes, generator) for r in range(args.repeats)]
         processes = vec.processes
     result = {
-        "policy": str(args.policy), "envs": cfg.run.envs, "processes": processes, "cores": os.cpu_count(),
+        "policy": str(args.policy), "denoise_steps": model.policy.steps, "time_power": model.policy.time_power,
+        "envs": cfg.run.envs, "processes": processes, "cores": os.cpu_count(),
         "observation_size": env_cfg.camera.observation_size, "episodes_per_repeat": args.episodes,
         **{key: statistics.median(r[key] for r in repeats)
            for key in ("decisions_per_s", "raw_physics_decisions_per_s", "ratio")},
@@ -123,7 +128,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             began = time.perf_counter()
             summary, _, _ = evaluate(args.policy, Path(tmp) / "eval",
-                                     EvalConfig(episodes=args.eval_episodes, envs=cfg.run.envs), profile("baseline"))
+                                     EvalConfig(episodes=args.eval_episodes, envs=cfg.run.envs, **sampler), profile("baseline"))
             result[f"eval_{args.eval_episodes}_s"] = time.perf_counter() - began
             result[f"eval_{args.eval_episodes}_success"] = summary["success"]
     print(json.dumps(result, indent=2))

@@ -141,6 +141,18 @@ def test_shorter_executed_chunks_decide_more_often(policy_dir, tmp_path):
     assert (tmp_path / "own" / "episodes.csv").read_bytes() == (tmp_path / "closed" / "episodes.csv").read_bytes()
 
 
+def test_the_chain_sampler_set_for_an_evaluation_is_the_policys_own_saved_setting(policy_dir, tmp_path):
+    cfg = EvalConfig(episodes=2, envs=2)
+    evaluate(policy_dir, tmp_path / "flags", replace(cfg, denoise_steps=3, time_power=2), ENV)
+    policy = CompactPolicy.load(policy_dir)
+    policy.set_sampler(3, 2)
+    policy.save(tmp_path / "sampler_policy")
+    evaluate(tmp_path / "sampler_policy", tmp_path / "own", cfg, ENV)
+    assert (tmp_path / "own" / "episodes.csv").read_bytes() == (tmp_path / "flags" / "episodes.csv").read_bytes()
+    with pytest.raises(EvalError, match="no such chain"):
+        evaluate("expert", tmp_path / "expert", replace(cfg, time_power=2), ENV)
+
+
 def test_action_steps_beyond_the_chunk_or_for_the_expert_are_refused(policy_dir, tmp_path):
     with pytest.raises(EvalError, match="give 50 actions"):
         evaluate(policy_dir, tmp_path / "long", EvalConfig(episodes=1, envs=1, action_steps=51), ENV)

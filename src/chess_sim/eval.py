@@ -29,7 +29,7 @@ import torch
 
 from chess_sim import atomic, jsonl
 from chess_sim.config import EnvConfig, EvalConfig
-from chess_sim.policy.base import observed_env
+from chess_sim.policy.base import observed_env, use_sampler
 from chess_sim.policy.lerobot_policy import LeRobotPolicy
 from chess_sim.policy.loading import check_reads
 from chess_sim.progress import Progress
@@ -90,10 +90,16 @@ def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: boo
     arguments = {"policy": label if is_object else str(policy), "eval": asdict(cfg), "env": asdict(env_cfg),
                  "policy_threads": threads}
     policy = policy if is_object else _open_policy(policy)
-    if (cfg.noise is not None or cfg.start_spread != 1.0) and isinstance(policy, LeRobotPolicy):
-        raise EvalError("--noise and --start-spread act on the chess-sim flow policies' chain; this policy has no "
-                        "such chain")
+    chain_settings = cfg.noise is not None or cfg.start_spread != 1.0 or cfg.denoise_steps or cfg.time_power
+    if chain_settings and (policy == EXPERT or isinstance(policy, LeRobotPolicy)):
+        raise EvalError("--noise, --start-spread, --denoise-steps and --time-power act on the chess-sim flow "
+                        "policies' chain; this policy has no such chain")
     _check_action_steps(policy, cfg)
+    if policy != EXPERT and not isinstance(policy, LeRobotPolicy):
+        try:
+            use_sampler(policy, cfg.denoise_steps, cfg.time_power)
+        except ValueError as error:
+            raise EvalError(str(error)) from None
     if policy != EXPERT:
         try:
             check_reads(policy, env_cfg.scene.tasks)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from chess_sim.policy.base import (FlowPolicy, Normalizer, flow_matching_errors, flow_matching_loss, sample_chunk,
-                                   time_grid)
+                                   time_deltas, time_grid)
 from chess_sim.config import CompactConfig
 from chess_sim.policy.compact import CompactPolicy, square_features, tokenize_instruction
 
@@ -76,6 +76,28 @@ def test_sampler_is_euler_from_one_to_zero(policy):
         for k in range(steps):
             x = x - (1.0 / steps) * policy.velocity(prefix, x, torch.full((2,), 1.0 - k / steps))
         assert torch.allclose(sample_chunk(policy, prefix, x0), x, atol=1e-5)
+
+
+def test_the_squared_grid_takes_its_small_steps_at_the_action_end():
+    assert torch.allclose(time_grid(4, 2), torch.tensor([1.0, 0.5625, 0.25, 0.0625, 0.0]))
+    assert time_deltas(4, 2) == pytest.approx([-0.4375, -0.3125, -0.1875, -0.0625])
+    assert time_deltas(4) == [-0.25] * 4  # the uniform grid multiplies by -1/K exactly, as LeRobot does
+
+
+def test_set_sampler_changes_the_chain_and_is_saved(policy, tmp_path):
+    prefix, x0 = policy.encode(batch()), torch.randn(2, 50, 6)
+    policy.set_sampler(3, 2)
+    grid = time_grid(3, 2)
+    with torch.no_grad():
+        x = x0.clone()
+        for k in range(3):
+            x = x + (grid[k + 1] - grid[k]) * policy.velocity(prefix, x, grid[k].expand(2))
+        assert torch.allclose(sample_chunk(policy, prefix, x0), x, atol=1e-5)
+    policy.save(tmp_path)
+    loaded = CompactPolicy.load(tmp_path)
+    assert (loaded.steps, loaded.time_power) == (3, 2)
+    with pytest.raises(ValueError, match="time_power"):
+        policy.set_sampler(3, 0)
 
 
 def test_instruction_tokens_and_bad_instruction():

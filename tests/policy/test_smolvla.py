@@ -106,6 +106,19 @@ def test_the_executed_actions_are_lerobots_n_action_steps_and_saved(policy, tmp_
         closed.set_action_steps(0)
 
 
+def test_the_chains_steps_are_lerobots_num_steps_on_its_uniform_grid(policy, tmp_path):
+    from lerobot.policies.smolvla.modeling_smolvla import SmolVLAPolicy
+
+    policy.save(tmp_path / "ten")
+    fewer = load_policy(tmp_path / "ten")
+    fewer.set_sampler(4, 1)
+    fewer.save(tmp_path / "four")
+    assert load_policy(tmp_path / "four").steps == 4
+    assert SmolVLAPolicy.from_pretrained(tmp_path / "four").config.num_steps == 4
+    with pytest.raises(ValueError, match="uniform grid"):
+        fewer.set_sampler(4, 2)
+
+
 @torch.no_grad()
 def test_save_load_round_trip_is_bit_exact_and_lerobot_reads_it(policy, tmp_path):
     from lerobot.policies.factory import make_pre_post_processors

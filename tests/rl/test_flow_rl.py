@@ -33,7 +33,9 @@ def model():
     return FlowRL(CompactPolicy(SMALL, Normalizer.identity()).eval(), NoiseConfig(learn_sigma=True))
 
 
-def test_reevaluated_log_probs_equal_the_rollout(model):
+@pytest.mark.parametrize("time_power", [1, 2])
+def test_reevaluated_log_probs_equal_the_rollout(model, time_power):
+    model.policy.set_sampler(SMALL.steps, time_power)
     batch = batch_of(2)
     x0, noise = torch.randn(2, 50, 6), torch.randn(2, SMALL.steps, 50, 6)
     sample = model.sample(batch, x0, noise)

@@ -68,6 +68,14 @@ def test_a_run_executing_part_of_each_chunk_decides_more_often_and_saves_its_pol
     assert lines(tmp_path / "run")[1]["decisions"] > lines(full_run)[1]["decisions"]
 
 
+def test_a_run_on_another_time_grid_samples_checks_and_saves_its_policies_so(policy_dir, tmp_path):
+    run(policy_dir, tmp_path / "run", replace_fields(CFG, iterations=1, denoise_steps=3, time_power=2), ENV)
+    assert json.loads((tmp_path / "run" / "check.json").read_text())["passed"]  # log-probs re-evaluated on the grid
+    for name in ("last", "best"):
+        saved = CompactPolicy.load(tmp_path / "run" / name)
+        assert (saved.steps, saved.time_power) == (3, 2)
+
+
 def test_the_optimizer_trains_a_learned_noise_size(policy_dir):
     model, optimizer = rl_train.build(policy_dir, replace_fields(CFG, learn_sigma=True, sigma_lr=0.5))
     group = next(g for g in optimizer.param_groups if any(p is model.log_sigma for p in g["params"]))

@@ -84,6 +84,9 @@ class CompactConfig:
     """A: joints."""
     steps: int = DENOISE_STEPS
     """K: Euler steps of the sampler."""
+    time_power: int = 1
+    """p of the sampler's time grid t_k = (1 - k/K)^p: 1 is uniform (LeRobot's); 2 takes small steps near the
+    action end (`policy/base.py`)."""
     captures: int = 0
     """1: the instruction's captured piece is a fifth instruction token (`train --tasks captures` sets it); 0: quiet
     moves only (every policy from before captures)."""
@@ -179,6 +182,11 @@ class EvalConfig:
     action_steps: int = 0
     """Actions of each chunk executed before the policy decides again; 0: as many as the policy's own
     `action_steps` says (saved with it). Fewer than the chunk: closed loop, deciding more often."""
+    denoise_steps: int = 0
+    """K: Euler steps of the chain; 0: the policy's own (saved with it)."""
+    time_power: int = 0
+    """p of the chain's time grid t_k = (1 - k/K)^p (1: uniform; 2: small steps near the action end); 0: the
+    policy's own (saved with it)."""
     check_expert: bool = False
     """Also run the scripted expert on a copy of each scene's start, to mark scenes it cannot solve."""
     early_stop: bool = True
@@ -187,7 +195,7 @@ class EvalConfig:
 
     def __post_init__(self):
         at_least(self, 1, "episodes", "envs")
-        at_least(self, 0, "videos", "action_steps")
+        at_least(self, 0, "videos", "action_steps", "denoise_steps", "time_power")
         require(self.start_spread > 0, f"start_spread must be positive, got {self.start_spread}")
         require(self.noise is None or (len(self.noise) == 2 and min(self.noise) > 0),
                  f"noise must be two positive sizes (start, end), got {self.noise}")

@@ -57,11 +57,17 @@ class RunConfig:
     """Actions of each chunk executed before the policy decides again, in rollouts and validations, and saved with
     the run's policies; 0: as many as the policy's own `action_steps` says. `gamma` and `lam` stay per decision,
     so fewer actions per decision shorten their horizon in time."""
+    denoise_steps: int = 0
+    """K: Euler steps of the chain in rollouts, fits and validations, saved with the run's policies; 0: the
+    policy's own."""
+    time_power: int = 0
+    """p of the chain's time grid t_k = (1 - k/K)^p (1: uniform; 2: small steps near the action end), saved with
+    the run's policies; 0: the policy's own."""
 
     def __post_init__(self):
         at_least(self, 1, "iterations", "episodes", "envs", "val_episodes", "val_every", "save_every",
                   "torch_threads")
-        at_least(self, 0, "minutes", "report_videos", "action_steps")
+        at_least(self, 0, "minutes", "report_videos", "action_steps", "denoise_steps", "time_power")
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 Time convention (LeRobot's SmolVLA), stated once here and used everywhere:
     x_t = t * noise + (1 - t) * action,   t in [0, 1]; the velocity target is v = noise - action.
 Sampling integrates with Euler from t = 1 (pure noise x_0) to t = 0 (the action chunk) in K steps:
-    t_k = 1 - k / K,   x_{k+1} = x_k + dt * v(x_k, t_k),   dt = -1 / K,   k = 0 .. K-1.
+    t_k = (1 - k / K)^p,   x_{k+1} = x_k + dt_k * v(x_k, t_k),   dt_k = t_{k+1} - t_k,   k = 0 .. K-1.
+p = 1 (`time_power`) is LeRobot's uniform grid, dt_k = -1 / K; p = 2 takes its small steps near the action end,
+where the baseline's chunks need them (5 steps at p = 2 solve as many test scenes as 10 at p = 1).
 
 Shapes: B decisions, T = 50 control steps per chunk, A = 6 joints. The denoising chain runs over C >= A
 dimensions (`chain_dim`): SmolVLA pads actions to 32 and its noise covers the padding; only the first A are
@@ -37,6 +39,8 @@ class FlowPolicy(Protocol):
     action_dim: int
     chain_dim: int
     steps: int
+    time_power: int
+    """p of the chain's time grid t_k = (1 - k/K)^p (1: LeRobot's uniform grid); `set_sampler` changes it and K."""
     image_size: int | None
     """Side of the square images the policy resizes its inputs to (None: it takes any size as it comes)."""
     normalizer: "Normalizer"
@@ -63,6 +67,10 @@ class FlowPolicy(Protocol):
     def set_action_steps(self, steps: int) -> None:
         """Execute `steps` actions per decision from now on (and in the saved policy); ValueError outside 1..chunk."""
 
+    def set_sampler(self, steps: int, time_power: int) -> None:
+        """Sample with K = `steps` Euler steps on the grid of power `time_power` from now on (and in the saved
+        policy); ValueError where the policy cannot (below 1, or a grid its own library would not sample)."""
+
     def save(self, directory) -> None:
         """Write the policy so that `policy.loading.load_policy(directory)` restores it bit-exactly."""
 
@@ -77,11 +85,32 @@ def observed_env(policy: FlowPolicy, env_cfg: EnvConfig) -> EnvConfig:
     return replace(env_cfg, camera=replace(camera, observation_size=size))
 
 
-def time_grid(steps: int, device=None) -> torch.Tensor:
-    """(K+1,) times t_0 = 1 > t_1 > ... > t_K = 0 of the Euler chain, computed as LeRobot does (1 + k * dt in
-    double precision, then float32), so that both samplers see bit-identical times."""
+def use_sampler(policy: FlowPolicy, steps: int = 0, time_power: int = 0) -> None:
+    """Make `policy` sample with `steps` Euler steps on the grid of `time_power` (0 for either: the policy's own);
+    ValueError (one line) where it cannot."""
+    if steps or time_power:
+        policy.set_sampler(steps or policy.steps, time_power or policy.time_power)
+
+
+def time_grid(steps: int, power: int = 1, device=None) -> torch.Tensor:
+    """(K+1,) times t_0 = 1 > t_1 > ... > t_K = 0 of the Euler chain, t_k = (1 - k/K)^p, with 1 - k/K computed as
+    LeRobot does (1 + k * dt in Python floats) and the last time exactly 0."""
+    return torch.tensor(_grid(steps, power), dtype=torch.float32, device=device)
+
+
+def time_deltas(steps: int, power: int = 1) -> list[float]:
+    """(K,) the Euler steps dt_k = t_{k+1} - t_k (negative; Python floats): all -1/K on the uniform grid, as
+    LeRobot's sampler multiplies them."""
+    if power == 1:
+        return [-1.0 / steps] * steps
+    grid = _grid(steps, power)
+    return [after - before for before, after in zip(grid[:-1], grid[1:])]
+
+
+def _grid(steps: int, power: int) -> list[float]:
+    assert steps >= 1 and power >= 1, f"the grid needs K >= 1 and p >= 1, got {steps}, {power}"
     dt = -1.0 / steps
-    return torch.tensor([1.0 + k * dt for k in range(steps)] + [0.0], dtype=torch.float32, device=device)
+    return [(1.0 + k * dt) ** power for k in range(steps)] + [0.0]
 
 
 def noise_schedule(start: float, end: float, steps: int) -> torch.Tensor:
@@ -97,7 +126,7 @@ def noise_schedule(start: float, end: float, steps: int) -> torch.Tensor:
 def denoise(policy: FlowPolicy, prefix: Any, start: torch.Tensor, sigmas: torch.Tensor | None = None,
             noise: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The Euler chain, the one implementation every sampler uses: from the chain's start x_0 (B, T, C), the chain
-    (B, K+1, T, C) and each step's mean mu_k = x_k + dt * v(x_k, t_k), (B, K, T, C). Without `sigmas` it is the
+    (B, K+1, T, C) and each step's mean mu_k = x_k + dt_k * v(x_k, t_k), (B, K, T, C). Without `sigmas` it is the
     plain ODE (x_{k+1} = mu_k); with noise sizes `sigmas` (K,) or (K, C) and standard-normal draws `noise`
     (B, K, T, C), each step is the Gaussian transition x_{k+1} = mu_k + sigma_k * noise_k (ReinFlow)."""
     steps = policy.steps
@@ -106,13 +135,12 @@ def denoise(policy: FlowPolicy, prefix: Any, start: torch.Tensor, sigmas: torch.
     if sigmas is not None:
         assert noise is not None and noise.shape == (start.shape[0], steps, *start.shape[1:]), \
             "noisy sampling needs noise of shape (B, K, T, C)"
-    times = time_grid(steps, start.device)
-    dt = -1.0 / steps
+    times, deltas = time_grid(steps, policy.time_power, start.device), time_deltas(steps, policy.time_power)
     prefix = policy.prepare_chain(prefix)
     chain, means = [start], []
     for k in range(steps):
         x = chain[-1]
-        mean = x + dt * policy.velocity(prefix, x, times[k].expand(x.shape[0]))
+        mean = x + deltas[k] * policy.velocity(prefix, x, times[k].expand(x.shape[0]))
         means.append(mean)
         chain.append(mean if sigmas is None else mean + sigmas[k].to(x) * noise[:, k])
     return torch.stack(chain, dim=1), torch.stack(means, dim=1)

@@ -131,6 +131,7 @@ class CompactPolicy(nn.Module):
         self.config = config or CompactConfig()
         self.normalizer = normalizer or Normalizer.identity(self.config.action_dim)
         self.chunk, self.action_dim, self.steps = self.config.chunk, self.config.action_dim, self.config.steps
+        self.time_power = self.config.time_power
         self.chain_dim = self.action_dim
         self.image_size = self.config.image_size
         width = self.config.width
@@ -214,6 +215,10 @@ class CompactPolicy(nn.Module):
         if steps < 1:
             raise ValueError(f"action_steps must be within 1..{self.chunk}, got {steps}")
         self.config = replace(self.config, action_steps=steps)
+
+    def set_sampler(self, steps: int, time_power: int) -> None:
+        self.config = replace(self.config, steps=steps, time_power=time_power)  # validates both
+        self.steps, self.time_power = steps, time_power
 
     # ------------------------------------------------------------------ files
     def save(self, directory) -> None:

@@ -85,6 +85,7 @@ class SmolVLAFlowPolicy(nn.Module):
         config = lerobot.config
         self.chunk, self.action_dim = config.chunk_size, ACTION_DIM
         self.chain_dim, self.steps = config.max_action_dim, config.num_steps
+        self.time_power = 1  # LeRobot's uniform grid, which its own `select_action` samples on
         self.image_size = None  # resized with padding inside, to a size above the frames'
         self.tokenizer = lerobot.model.vlm_with_expert.processor.tokenizer
 
@@ -107,6 +108,12 @@ class SmolVLAFlowPolicy(nn.Module):
         if not 1 <= steps <= self.chunk:
             raise ValueError(f"action_steps must be within 1..{self.chunk}, got {steps}")
         self.lerobot.config.n_action_steps = steps
+
+    def set_sampler(self, steps: int, time_power: int) -> None:
+        if steps < 1 or time_power != 1:
+            raise ValueError(f"SmolVLA samples with K >= 1 steps on LeRobot's uniform grid (time power 1); got K = "
+                             f"{steps}, power {time_power}")
+        self.lerobot.config.num_steps = self.steps = steps
 
     @property
     def device(self) -> torch.device:

@@ -65,7 +65,7 @@ class SteeredPolicy(nn.Module):
         self.base = base
         self.start = start if start is not None else StartDistribution(features or feature_size(base))
         self.chunk, self.action_dim, self.chain_dim, self.steps = base.chunk, base.action_dim, base.chain_dim, base.steps
-        self.image_size = base.image_size
+        self.time_power, self.image_size = base.time_power, base.image_size
         self.normalizer = base.normalizer
 
     @property
@@ -74,6 +74,10 @@ class SteeredPolicy(nn.Module):
 
     def set_action_steps(self, steps: int) -> None:
         self.base.set_action_steps(steps)
+
+    def set_sampler(self, steps: int, time_power: int) -> None:
+        self.base.set_sampler(steps, time_power)
+        self.steps, self.time_power = self.base.steps, self.base.time_power
 
     def encode(self, batch: dict[str, Any]) -> Any:
         return self.base.encode(batch)

@@ -39,7 +39,7 @@ from torch import nn
 
 from chess_sim.config import LIKELIHOODS, NoiseConfig, StartConfig, TrainConfig
 from chess_sim.policy.base import (FlowPolicy, chunk_actions, denoise, flow_matching_errors, flow_times, noise_schedule,
-                                   start_of, time_grid)
+                                   start_of, time_deltas, time_grid)
 from chess_sim.policy.start import StartDistribution, SteeredPolicy, feature_size, steered
 
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -271,10 +271,13 @@ class FlowRL(nn.Module):
             log_probs = transitions if transitions is not None else self.flow_log_probs(chain, prefix, *flow)
             return log_probs, self.value(prefix, state)
         if transitions is None:
-            times = time_grid(steps, chain.device)[:steps]
+            power = self.policy.time_power
+            times = time_grid(steps, power, chain.device)[:steps]
             x = chain[:, :-1].reshape(batch * steps, *chain.shape[2:])
             velocity = self.policy.velocity(repeat_prefix(prefix, steps), x, times.repeat(batch))
-            means = (x + (-1.0 / steps) * velocity).reshape(batch, steps, *chain.shape[2:])
+            deltas = torch.tensor(time_deltas(steps, power), dtype=velocity.dtype, device=velocity.device)
+            shape = (batch, steps, *chain.shape[2:])
+            means = x.reshape(shape) + deltas[:, None, None] * velocity.reshape(shape)
             transitions = self._transition_log_probs(chain, means)
         if self.start is not None:
             transitions = torch.cat([self.start_log_probs(chain[:, 0], prefix, spread), transitions], dim=1)

@@ -78,13 +78,15 @@ def build(policy_dir: Path, cfg: RLConfig) -> tuple[FlowRL, torch.optim.Optimize
 
 
 def _load(policy_dir: Path, cfg: RLConfig):
-    """The policy saved in `policy_dir`, executing the run's `action_steps` of each chunk; ValueError (one line) as
-    `load_policy`."""
+    """The policy saved in `policy_dir`, executing the run's `action_steps` of each chunk and sampling with its
+    chain's steps and grid; ValueError (one line) as `load_policy`."""
+    from chess_sim.policy.base import use_sampler
     from chess_sim.policy.loading import load_policy
 
     policy = load_policy(policy_dir)
     if cfg.run.action_steps:
         policy.set_action_steps(cfg.run.action_steps)
+    use_sampler(policy, cfg.run.denoise_steps, cfg.run.time_power)
     return policy
 
 
