@@ -79,7 +79,7 @@ def chunk_timings(policy, size: int, pixels: int, device: str, repeats: int, smo
         chain = sample_chain(policy, prefix, x0)
         row["velocity_ms"] = median_ms(lambda: sample_chunk(policy, prefix, x0), repeats, device)
     row["encode_share"] = encode_ms / row["ours_ms"]
-    stored, times = store(prefix) if smolvla else prefix, time_grid(steps, device)
+    stored, times = store(prefix) if smolvla else prefix, time_grid(steps, device, power=policy.time_power)
 
     def reevaluate(backward: bool):
         with torch.enable_grad():

@@ -209,6 +209,14 @@ def test_an_output_folder_of_another_run_is_refused(policy_dir, first_run, tmp_p
         evaluate(policy_dir, out, EvalConfig(episodes=4, envs=2, videos=1), ENV, resume=True)
 
 
+def test_an_evaluation_saves_the_chain_sampler_only_when_set_so_older_evaluations_resume(policy_dir, first_run,
+                                                                                       tmp_path):
+    out, _, _ = first_run
+    assert "time_power" not in json.loads((out / "eval_args.json").read_text())["eval"]
+    evaluate(policy_dir, tmp_path / "set", EvalConfig(episodes=1, envs=1, time_power=2), ENV)
+    assert json.loads((tmp_path / "set" / "eval_args.json").read_text())["eval"]["time_power"] == 2
+
+
 def test_compare_counts_discordant_pairs(policy_dir, first_run, tmp_path):
     out, _, rows = first_run
     other = tmp_path / "other"

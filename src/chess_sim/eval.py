@@ -87,7 +87,7 @@ def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: boo
     is_object = not isinstance(policy, (str, Path))
     threads = None if policy == EXPERT else policy_threads()
     # the thread count is an argument: it changes a policy's last bits, so a resume must keep it
-    arguments = {"policy": label if is_object else str(policy), "eval": asdict(cfg), "env": asdict(env_cfg),
+    arguments = {"policy": label if is_object else str(policy), "eval": _saved_settings(cfg), "env": asdict(env_cfg),
                  "policy_threads": threads}
     policy = policy if is_object else _open_policy(policy)
     chain_settings = cfg.noise is not None or cfg.start_spread != 1.0 or cfg.denoise_steps or cfg.time_power
@@ -131,6 +131,16 @@ def validate(policy, directory: Path, cfg: EvalConfig, env_cfg: EnvConfig, label
     shutil.rmtree(directory, ignore_errors=True)
     summary, _, _ = evaluate(policy, directory, cfg, env_cfg, label=label, backend=backend)
     return summary
+
+
+def _saved_settings(cfg: EvalConfig) -> dict:
+    """`cfg` as an evaluation's arguments; the chain's sampler left out where it is the policy's own, so that
+    evaluations written before those settings existed still resume."""
+    settings = asdict(cfg)
+    for name in ("denoise_steps", "time_power"):
+        if not settings[name]:
+            del settings[name]
+    return settings
 
 
 def _check_action_steps(policy, cfg: EvalConfig) -> None:

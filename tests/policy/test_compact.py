@@ -79,7 +79,7 @@ def test_sampler_is_euler_from_one_to_zero(policy):
 
 
 def test_the_squared_grid_takes_its_small_steps_at_the_action_end():
-    assert torch.allclose(time_grid(4, 2), torch.tensor([1.0, 0.5625, 0.25, 0.0625, 0.0]))
+    assert torch.allclose(time_grid(4, power=2), torch.tensor([1.0, 0.5625, 0.25, 0.0625, 0.0]))
     assert time_deltas(4, 2) == pytest.approx([-0.4375, -0.3125, -0.1875, -0.0625])
     assert time_deltas(4) == [-0.25] * 4  # the uniform grid multiplies by -1/K exactly, as LeRobot does
 
@@ -87,7 +87,7 @@ def test_the_squared_grid_takes_its_small_steps_at_the_action_end():
 def test_set_sampler_changes_the_chain_and_is_saved(policy, tmp_path):
     prefix, x0 = policy.encode(batch()), torch.randn(2, 50, 6)
     policy.set_sampler(3, 2)
-    grid = time_grid(3, 2)
+    grid = time_grid(3, power=2)
     with torch.no_grad():
         x = x0.clone()
         for k in range(3):

@@ -72,8 +72,9 @@ def test_reevaluation_from_storage_equals_the_rollout_and_the_self_check_passes(
         new, _ = model.evaluate(chain, prefix, state, flow=storage.flow_draws(index))
     assert float((new - old).abs().max()) < 1e-5
     result = self_check(model, storage, {"chain": 1e-3}, clip=0.2)
-    steps, largest = SMALL.steps, float(-old[:8].min())  # the check reads the first 8 decisions
-    assert result["passed"] and result["log_prob_tolerance"] == pytest.approx(1e-5 * steps * 2 * max(largest, 1) ** 0.5)
+    largest = float(-old[:8].min())  # the check reads the first 8 decisions
+    # 1e-4 on the velocity, whatever the chain's grid and steps
+    assert result["passed"] and result["log_prob_tolerance"] == pytest.approx(1e-4 * 2 * max(largest, 1) ** 0.5)
 
 
 def test_an_update_makes_the_rewarded_chunks_likelier_and_the_others_less_likely(model):

@@ -108,6 +108,17 @@ def test_resume_continues_exactly_where_an_uninterrupted_run_is(policy_dir, full
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_a_run_begun_before_the_sampler_settings_existed_still_resumes(policy_dir, tmp_path):
+    out = tmp_path / "run"
+    run(policy_dir, out, replace_fields(CFG, iterations=1), ENV)
+    args = json.loads((out / "args.json").read_text())
+    for name in ("denoise_steps", "time_power"):
+        del args["rl"]["run"][name]
+    (out / "args.json").write_text(json.dumps(args))
+    run(policy_dir, out, replace_fields(CFG, iterations=2), ENV, resume=True)
+    assert [line["iteration"] for line in lines(out)] == [0, 1, 2]
+
+
 def test_a_weight_average_is_what_the_run_validates_saves_and_resumes(policy_dir, tmp_path, monkeypatch):
     import chess_sim.eval
 

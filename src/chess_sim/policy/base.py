@@ -5,7 +5,7 @@ Time convention (LeRobot's SmolVLA), stated once here and used everywhere:
 Sampling integrates with Euler from t = 1 (pure noise x_0) to t = 0 (the action chunk) in K steps:
     t_k = (1 - k / K)^p,   x_{k+1} = x_k + dt_k * v(x_k, t_k),   dt_k = t_{k+1} - t_k,   k = 0 .. K-1.
 p = 1 (`time_power`) is LeRobot's uniform grid, dt_k = -1 / K; p = 2 takes its small steps near the action end,
-where the baseline's chunks need them (5 steps at p = 2 solve as many test scenes as 10 at p = 1).
+where the chunks' fine detail is decided (docs/experiments.md, "Euler steps of the sampler").
 
 Shapes: B decisions, T = 50 control steps per chunk, A = 6 joints. The denoising chain runs over C >= A
 dimensions (`chain_dim`): SmolVLA pads actions to 32 and its noise covers the padding; only the first A are
@@ -92,7 +92,7 @@ def use_sampler(policy: FlowPolicy, steps: int = 0, time_power: int = 0) -> None
         policy.set_sampler(steps or policy.steps, time_power or policy.time_power)
 
 
-def time_grid(steps: int, power: int = 1, device=None) -> torch.Tensor:
+def time_grid(steps: int, device=None, *, power: int = 1) -> torch.Tensor:
     """(K+1,) times t_0 = 1 > t_1 > ... > t_K = 0 of the Euler chain, t_k = (1 - k/K)^p, with 1 - k/K computed as
     LeRobot does (1 + k * dt in Python floats) and the last time exactly 0."""
     return torch.tensor(_grid(steps, power), dtype=torch.float32, device=device)
@@ -135,7 +135,7 @@ def denoise(policy: FlowPolicy, prefix: Any, start: torch.Tensor, sigmas: torch.
     if sigmas is not None:
         assert noise is not None and noise.shape == (start.shape[0], steps, *start.shape[1:]), \
             "noisy sampling needs noise of shape (B, K, T, C)"
-    times, deltas = time_grid(steps, policy.time_power, start.device), time_deltas(steps, policy.time_power)
+    times, deltas = time_grid(steps, start.device, power=policy.time_power), time_deltas(steps, policy.time_power)
     prefix = policy.prepare_chain(prefix)
     chain, means = [start], []
     for k in range(steps):

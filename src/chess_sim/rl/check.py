@@ -27,16 +27,19 @@ MEAN_ROUNDING = 1e-5
 """Accepted float32 discrepancy of a transition's mean times its standardised noise (chain units). Sampling
 runs B rows and re-evaluation B*K rows, so the velocity's rounding differs (~1e-6 for chain values of a few
 units); an element's log-prob then differs by |noise| * discrepancy / sigma, largest at the smallest sigma."""
+VELOCITY_ROUNDING = 1e-4
+"""Accepted float32 discrepancy of a velocity (normalised action units per unit time): `MEAN_ROUNDING` over the
+uniform grid's step 1/10, whatever grid a chain runs on (the flow surrogate's velocities do not depend on it)."""
 
 
 def log_prob_tolerance(model: FlowRL, rollout: torch.Tensor | None = None) -> float:
     """Largest accepted |re-evaluated - rollout| log-prob difference, nats per element: `MEAN_ROUNDING` over
     the smallest noise size (5e-3 nats, a ratio within 0.5% of 1, at the default sigma_end 0.002). The flow
-    surrogate's elements are minus squared errors e = (v - target)^2 (the `rollout` ones are needed): the same
-    allowance on the velocity, K * `MEAN_ROUNDING` (a step's mean moves by v / K), moves one by 2 sqrt(e) times it."""
+    surrogate's elements are minus squared errors e = (v - target)^2 (the `rollout` ones are needed): an allowance
+    `VELOCITY_ROUNDING` on the velocity moves one by 2 sqrt(e) times it."""
     if model.likelihood == "flow":
         largest = float((-rollout).clamp_min(0).max()) if rollout is not None and rollout.numel() else 0.0
-        return MEAN_ROUNDING * model.policy.steps * 2.0 * max(largest, 1.0) ** 0.5
+        return VELOCITY_ROUNDING * 2.0 * max(largest, 1.0) ** 0.5
     return MEAN_ROUNDING / float(model.sigmas().detach().min())
 
 

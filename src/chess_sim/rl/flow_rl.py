@@ -1,7 +1,7 @@
 """FlowRL: a FlowPolicy's denoising chain as a stochastic policy (ReinFlow), with a critic and noise sizes.
 
 With noise, each Euler step of the sampler (`policy.base.denoise`) is a Gaussian transition
-    x_{k+1} ~ N(mu_k, sigma_k^2),   mu_k = x_k + dt * v(x_k, t_k),   k = 0 .. K-1,
+    x_{k+1} ~ N(mu_k, sigma_k^2),   mu_k = x_k + dt_k * v(x_k, t_k),   k = 0 .. K-1   (dt_k: `time_deltas`),
 so the chain x_0 .. x_K has an exact likelihood: the product of K Gaussians. Log-probs are kept per element,
 (B, R, T, C): PPO clips each element's ratio on its own. Without a learned start, x_0 ~ N(0, I) is the same for every
 policy and drops out of ratios: R = K. With one (`StartConfig.steer`, `policy/start.py`), the start's log-density
@@ -272,10 +272,10 @@ class FlowRL(nn.Module):
             return log_probs, self.value(prefix, state)
         if transitions is None:
             power = self.policy.time_power
-            times = time_grid(steps, power, chain.device)[:steps]
+            times = time_grid(steps, chain.device, power=power)[:steps]
             x = chain[:, :-1].reshape(batch * steps, *chain.shape[2:])
             velocity = self.policy.velocity(repeat_prefix(prefix, steps), x, times.repeat(batch))
-            deltas = torch.tensor(time_deltas(steps, power), dtype=velocity.dtype, device=velocity.device)
+            deltas = torch.tensor(time_deltas(steps, power), dtype=torch.float32, device=velocity.device)
             shape = (batch, steps, *chain.shape[2:])
             means = x.reshape(shape) + deltas[:, None, None] * velocity.reshape(shape)
             transitions = self._transition_log_probs(chain, means)

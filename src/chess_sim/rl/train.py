@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from chess_sim import jsonl, runs
-from chess_sim.config import EnvConfig, EvalConfig, RewardConfig, RLConfig, replace_fields
+from chess_sim.config import EnvConfig, EvalConfig, RewardConfig, RLConfig, RunConfig, replace_fields
 from chess_sim.policy.base import observed_env
 from chess_sim.policy.loading import check_reads
 from chess_sim.report.summary import summarize
@@ -224,8 +224,10 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
 
 def _run_defining(args: dict) -> dict:
     """What a resume must keep: the RL settings but the budget (iterations, minutes), the rewards and the
-    environment (the policy comes from `last/` and the profile only filled in the settings)."""
-    return {"rl": {**args["rl"], "run": {**args["rl"]["run"], "iterations": 0, "minutes": 0}},
+    environment (the policy comes from `last/` and the profile only filled in the settings). Settings added since a
+    run began take their defaults, which are what it ran with."""
+    run = {"denoise_steps": RunConfig.denoise_steps, "time_power": RunConfig.time_power, **args["rl"]["run"]}
+    return {"rl": {**args["rl"], "run": {**run, "iterations": 0, "minutes": 0}},
             "reward": args["reward"], "env": args["env"]}
 
 
