@@ -127,8 +127,8 @@ def main() -> None:
     if args.eval_episodes:
         with tempfile.TemporaryDirectory() as tmp:
             began = time.perf_counter()
-            summary, _, _ = evaluate(args.policy, Path(tmp) / "eval",
-                                     EvalConfig(episodes=args.eval_episodes, envs=cfg.run.envs, **sampler), profile("baseline"))
+            eval_cfg = EvalConfig(episodes=args.eval_episodes, envs=cfg.run.envs, **sampler)
+            summary, _, _ = evaluate(args.policy, Path(tmp) / "eval", eval_cfg, profile("baseline"))
             result[f"eval_{args.eval_episodes}_s"] = time.perf_counter() - began
             result[f"eval_{args.eval_episodes}_success"] = summary["success"]
     print(json.dumps(result, indent=2))

@@ -90,12 +90,13 @@ def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: boo
     arguments = {"policy": label if is_object else str(policy), "eval": _saved_settings(cfg), "env": asdict(env_cfg),
                  "policy_threads": threads}
     policy = policy if is_object else _open_policy(policy)
+    has_chain = policy != EXPERT and not isinstance(policy, LeRobotPolicy)
     chain_settings = cfg.noise is not None or cfg.start_spread != 1.0 or cfg.denoise_steps or cfg.time_power
-    if chain_settings and (policy == EXPERT or isinstance(policy, LeRobotPolicy)):
+    if chain_settings and not has_chain:
         raise EvalError("--noise, --start-spread, --denoise-steps and --time-power act on the chess-sim flow "
                         "policies' chain; this policy has no such chain")
     _check_action_steps(policy, cfg)
-    if policy != EXPERT and not isinstance(policy, LeRobotPolicy):
+    if has_chain:
         try:
             use_sampler(policy, cfg.denoise_steps, cfg.time_power)
         except ValueError as error:

@@ -94,7 +94,8 @@ def use_sampler(policy: FlowPolicy, steps: int = 0, time_power: int = 0) -> None
 
 def time_grid(steps: int, device=None, *, power: int = 1) -> torch.Tensor:
     """(K+1,) times t_0 = 1 > t_1 > ... > t_K = 0 of the Euler chain, t_k = (1 - k/K)^p, with 1 - k/K computed as
-    LeRobot does (1 + k * dt in Python floats) and the last time exactly 0."""
+    LeRobot does (1 + k * dt in double precision, then float32), so that on the uniform grid both samplers see
+    bit-identical times; the last time is exactly 0."""
     return torch.tensor(_grid(steps, power), dtype=torch.float32, device=device)
 
 
