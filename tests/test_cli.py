@@ -189,3 +189,28 @@ def test_a_policy_without_captures_is_refused_on_captures_in_one_line(verb, tiny
     assert main([verb, "--policy", str(tiny_policy_dir), "--tasks", "captures", "--out", str(out), *extra]) == 2
     assert "reads no capture instructions" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_temper_saves_the_policy_with_its_spread_and_refuses_bad_input_in_one_line(tiny_policy_dir, tmp_path, capsys):
+    from chess_sim.policy.loading import load_policy
+    from chess_sim.policy.start import SteeredPolicy
+
+    out = tmp_path / "tempered"
+    assert main(["temper", "--policy", str(tiny_policy_dir), "--spread", "0.5", "--out", str(out)]) == 0
+    tempered = load_policy(out)
+    assert isinstance(tempered, SteeredPolicy) and abs(float(tempered.start.std().detach()) - 0.5) < 1e-6
+    capsys.readouterr()
+    for argv, words in [(["--policy", str(out), "--spread", "0.5", "--out", str(tmp_path / "again")],
+                         "already has its own start"),
+                        (["--policy", str(tiny_policy_dir), "--spread", "5", "--out", str(tmp_path / "wide")],
+                         "must be within"),
+                        (["--policy", str(tiny_policy_dir), "--spread", "0.5", "--out", str(out)], "is not empty"),
+                        (["--policy", str(tmp_path / "missing"), "--spread", "0.5", "--out", str(tmp_path / "m")],
+                         "not a policy directory")]:
+        assert main(["temper", *argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0]
+    assert not (tmp_path / "again").exists() and not (tmp_path / "wide").exists()
+    rl_out = tmp_path / "rl"
+    assert main(["rl", "--policy", str(out), "--initial-spread", "0.7", "--out", str(rl_out)]) == 2
+    assert "brings its own" in capsys.readouterr().err and not rl_out.exists()

@@ -16,8 +16,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: a missing
 
 from chess_sim import atomic, cli_args  # noqa: E402
 from chess_sim.cli_args import UsageError  # noqa: E402
-from chess_sim.config import (ON_FAILURE, POLICY_KINDS, PROFILES, RL_PROFILES, TASK_PROFILES,  # noqa: E402
-                              TEST_SEED, TRAIN_SEED, DaggerConfig, EvalConfig, NoiseConfig, RecordConfig, RLConfig, SceneConfig, TrainConfig,
+from chess_sim.config import (ON_FAILURE, POLICY_KINDS, PROFILES, RL_PROFILES, START_SPREAD_BOUNDS,  # noqa: E402
+                              TASK_PROFILES, TEST_SEED, TRAIN_SEED, DaggerConfig, EvalConfig, NoiseConfig, RecordConfig, RLConfig, SceneConfig, TrainConfig,
                               profile)
 
 RECORD_FLAGS = {"recovery_fraction": "recovery"}
@@ -91,6 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
                                  "each against the first (an ablation)")
     evaluation.add_argument("--json", type=Path, help="write the summary as JSON here")
     cli_args.add_backend(evaluation)
+
+    temper = verbs.add_parser("temper", help="save a policy with a hand-set start spread, a sampling temperature that "
+                                             "evaluation, DAgger and RL then use by default")
+    temper.add_argument("--policy", type=Path, required=True, help="policy directory without a start of its own")
+    temper.add_argument("--spread", type=float, required=True,
+                        help=f"s: the chain starts from N(0, s^2) instead of N(0, I); within {list(START_SPREAD_BOUNDS)}")
+    temper.add_argument("--out", type=Path, required=True, help="the tempered policy's directory (new)")
+    temper.add_argument("--json", type=Path, help="write the summary as JSON here")
 
     rl = verbs.add_parser("rl", help="RL fine-tuning: PPO over action chunks (ReinFlow's noisy chain, or FPO's "
                                      "flow surrogate)")
@@ -298,6 +306,8 @@ def cmd_eval(args: argparse.Namespace) -> dict:
 def _rl_config(args: argparse.Namespace) -> tuple[str, RLConfig]:
     """The named profile (by default the policy's: compact for a compact policy, else smolvla), overridden by every
     flag given explicitly; (profile name, config)."""
+    from chess_sim.policy.start import has_start
+
     name = args.profile
     if name is None:
         config = args.policy / "config.json"
@@ -311,6 +321,8 @@ def _rl_config(args: argparse.Namespace) -> tuple[str, RLConfig]:
         raise UsageError(f"--spread-noise {args.spread_noise} needs a learned start (--steer)")
     if args.initial_spread is not None and not cfg.start.steer:
         raise UsageError(f"--initial-spread {args.initial_spread} needs a learned start (--steer)")
+    if args.initial_spread is not None and has_start(args.policy):
+        raise UsageError(f"--initial-spread {args.initial_spread} applies to a new start; {args.policy} brings its own")
     return name, cfg
 
 
@@ -326,6 +338,22 @@ def cmd_rl(args: argparse.Namespace) -> dict:
                    backend=cli_args.backend_of(args), profile_name=name, verbose=args.verbose)
     except RunError as error:
         raise UsageError(str(error)) from None
+
+
+def cmd_temper(args: argparse.Namespace) -> dict:
+    from chess_sim.policy.loading import load_policy
+    from chess_sim.policy.start import with_spread
+
+    _check_output_dir(args.out)
+    if args.out.exists() and any(args.out.iterdir()):
+        raise UsageError(f"--out {args.out} is not empty; the tempered policy goes to a new directory")
+    try:
+        tempered = with_spread(load_policy(args.policy), args.spread)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    tempered.save(args.out)
+    print(f"{args.policy} with its chain starting from N(0, {args.spread:g}^2) -> {args.out}")
+    return {"policy": str(args.policy), "spread": args.spread, "out": str(args.out)}
 
 
 def cmd_rl_check(args: argparse.Namespace) -> dict:
@@ -384,7 +412,7 @@ def cmd_report(args: argparse.Namespace) -> dict:
 
 
 COMMANDS = {"scene": cmd_scene, "expert": cmd_expert, "record": cmd_record, "train": cmd_train, "eval": cmd_eval,
-            "rl": cmd_rl, "rl-check": cmd_rl_check,
+            "temper": cmd_temper, "rl": cmd_rl, "rl-check": cmd_rl_check,
             "play": cmd_play, "report": cmd_report}
 
 

@@ -11,7 +11,7 @@ from chess_sim.config import START_SPREAD_BOUNDS, CompactConfig
 from chess_sim.policy.base import Normalizer, sample_chain
 from chess_sim.policy.compact import CompactPolicy
 from chess_sim.policy.loading import load_policy
-from chess_sim.policy.start import START_WEIGHTS, SteeredPolicy, steered
+from chess_sim.policy.start import START_WEIGHTS, SteeredPolicy, steered, with_spread
 
 SMALL = CompactConfig(width=32, layers=1, heads=2, image_size=32, steps=3)
 
@@ -39,6 +39,19 @@ def test_the_spread_is_bounded_and_scales_the_draw(policy):
         assert torch.allclose(sample_chain(wrapped, prefix, draw)[:, 0], 0.3 * draw)
         wrapped.start.log_std.fill_(math.log(100.0))
         assert float(wrapped.start.std()) == START_SPREAD_BOUNDS[1]
+
+
+def test_a_hand_set_spread_samples_as_the_same_scale_of_the_draw_and_refuses_a_second_start(policy):
+    tempered = with_spread(policy, 0.5)
+    assert not tempered.training and float(tempered.start.std().detach()) == pytest.approx(0.5)
+    with torch.no_grad():
+        prefix = tempered.encode(batch())
+        draw = torch.randn(2, 50, 6)
+        assert torch.allclose(sample_chain(tempered, prefix, draw), sample_chain(policy, prefix, 0.5 * draw), atol=1e-6)
+    with pytest.raises(ValueError, match="already has its own start"):
+        with_spread(tempered, 0.5)
+    with pytest.raises(ValueError, match="within"):
+        with_spread(policy, 3.0)
 
 
 def test_a_steered_policy_saves_and_loads_with_its_start(policy, tmp_path):

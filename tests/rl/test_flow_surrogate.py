@@ -122,13 +122,14 @@ def test_a_run_under_the_flow_surrogate_checks_itself_and_moves_the_velocity(tin
 
 def test_a_new_start_begins_at_the_initial_spread_and_a_brought_one_is_kept():
     from chess_sim.config import StartConfig
-    from chess_sim.policy.start import steered
+    from chess_sim.policy.start import with_spread
 
     policy = CompactPolicy(SMALL, Normalizer.identity())
     model = FlowRL(policy, start=StartConfig(steer=True, initial_spread=0.5))
     assert float(model.start.log_std.detach().exp()) == pytest.approx(0.5)
-    with pytest.raises(ValueError, match="brings its own learned start"):
-        FlowRL(steered(policy), start=StartConfig(steer=True, initial_spread=0.5))
+    brought = with_spread(policy, 0.7)
+    model = FlowRL(brought, start=StartConfig(steer=True, initial_spread=0.5))
+    assert model.policy is brought and float(model.start.std().detach()) == pytest.approx(0.7)
 
 
 def test_without_push_away_only_the_positive_advantages_act(model):

@@ -16,6 +16,7 @@ Files: a steered policy is its base policy's files plus `start.safetensors` and 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,21 @@ def steered(policy, features: int | None = None) -> SteeredPolicy:
     """`policy` with a learned start: itself if it has one, else wrapped with a start that samples as before
     (`features`: the size of `policy.features`, when the caller has measured it already)."""
     return policy if isinstance(policy, SteeredPolicy) else SteeredPolicy(policy, features=features)
+
+
+def with_spread(policy, spread: float, features: int | None = None) -> SteeredPolicy:
+    """`policy` given a new start at the hand-set spread `spread` (its head zero): a temperature saved with the policy,
+    so evaluation, DAgger and RL sample at it by default. ValueError for a policy that has its own start (its head may
+    have learned a per-observation spread that a new shared one would misread) or a spread outside the start's range."""
+    low, high = START_SPREAD_BOUNDS
+    if isinstance(policy, SteeredPolicy):
+        raise ValueError("the policy already has its own start; give the spread to the policy it was made from")
+    if not low <= spread <= high:
+        raise ValueError(f"the start's spread must be within [{low}, {high}], got {spread}")
+    wrapped = SteeredPolicy(policy, features=features).train(policy.training)
+    with torch.no_grad():
+        wrapped.start.log_std.fill_(math.log(spread))
+    return wrapped
 
 
 def has_start(directory) -> bool:

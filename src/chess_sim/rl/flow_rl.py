@@ -40,7 +40,7 @@ from torch import nn
 from chess_sim.config import LIKELIHOODS, NoiseConfig, StartConfig, TrainConfig
 from chess_sim.policy.base import (FlowPolicy, chunk_actions, denoise, flow_matching_errors, flow_times, noise_schedule,
                                    start_of, time_deltas, time_grid)
-from chess_sim.policy.start import StartDistribution, SteeredPolicy, feature_size, steered
+from chess_sim.policy.start import StartDistribution, SteeredPolicy, feature_size, with_spread
 
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
@@ -86,15 +86,10 @@ class FlowRL(nn.Module):
         self.flow_draws = flow_draws
         """M, the (noise, time) draws per decision of the flow surrogate."""
         features = feature_size(policy)
-        brought = isinstance(policy, SteeredPolicy)
-        if brought and start.steer and start.initial_spread != 1.0:
-            raise ValueError("the policy brings its own learned start; initial_spread applies only to a new one")
-        self.policy = steered(policy, features) if start.steer else policy
+        brought = isinstance(policy, SteeredPolicy)  # a policy that brings its own start keeps it (and its spread)
+        self.policy = with_spread(policy, start.initial_spread, features) if start.steer and not brought else policy
         self.start: StartDistribution | None = self.policy.start if start.steer else None
         """The learned start, trained with the policy; None: the chain starts as the policy's own sampler does."""
-        if self.start is not None and not brought:
-            with torch.no_grad():
-                self.start.log_std.fill_(math.log(start.initial_spread))
         self.spread_noise = start.spread_noise if start.steer else 0.0
         """tau, the spread of each decision's drawn log-spread around the start's; 0: no spread exploration."""
         self.prefix_dtype = prefix_dtype
