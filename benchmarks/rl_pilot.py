@@ -1,11 +1,11 @@
 """The RL learning pilot (issues #6, #19): fine-tune the compact baseline with `chess-sim rl --profile PROFILE`
 (`compact`: success-filtered flow matching of the velocity network, deployed at a hand-set start spread) for a
 wall-time budget on this machine, then compare `best` and `last` on the test scenes, paired (McNemar), with the
-baseline as trained (spread 1) and with the baseline at the run's start spread (the temperature alone). Prints one
-JSON object: the validation curve (success with Wilson intervals vs iteration and wall time), the rise over
-iteration 0, the training rollouts' success over the first and last 10 iterations, the test comparisons, the
-rollout time split and decisions/s. The learning curve (success vs iteration and vs wall time) is also written as a
-PNG (`--figure`, for docs/experiments.md).
+baseline as it samples and, when the run gives it a new start, with the baseline at that start's spread (the
+temperature alone). Prints one JSON object: the validation curve (success with Wilson intervals vs iteration and
+wall time), the rise over iteration 0, the training rollouts' success over the first and last 10 iterations, the
+test comparisons, the rollout time split and decisions/s. The learning curve (success vs iteration and vs wall
+time) is also written as a PNG (`--figure`, for docs/experiments.md).
 
     .venv/bin/python benchmarks/rl_pilot.py [--policy models/baseline] [--out runs/rl_pilot] [--minutes 120]
         [--profile compact] [--ema DECAY] [--anchor WEIGHT] [--test-episodes 200] [--figure docs/rl_pilot.png]
@@ -35,6 +35,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from chess_sim.report.compare import compare  # noqa: E402
 from chess_sim.config import RL_PROFILES, EvalConfig, profile, replace_fields  # noqa: E402
 from chess_sim.eval import evaluate  # noqa: E402
+from chess_sim.policy.start import has_start  # noqa: E402
 from chess_sim.rl.train import run  # noqa: E402
 
 
@@ -68,17 +69,20 @@ def main() -> None:
               "val_success": line["val_success"], "val_success_ci": line["val_success_ci"]}
              for line in log if "val_success" in line]
     test = EvalConfig(episodes=args.test_episodes, envs=cfg.run.envs)
-    # the start policy as trained (spread 1) and at the run's own start spread, the hand-set temperature alone
-    spread = cfg.start.initial_spread if cfg.start.steer else 1.0
-    runs = {"baseline": (args.policy, test), f"baseline_s{spread:g}": (args.policy, replace(test, start_spread=spread)),
-            "best": (args.out / "rl" / "best", test), "last": (args.out / "rl" / "last", test)}
+    # the start policy as it samples and, when the run gives it a new start, at that start's spread (the hand-set
+    # temperature alone); a policy that brings its own start keeps it, so there the two are one
+    references = {"baseline": (args.policy, test)}
+    if cfg.start.steer and not has_start(args.policy):
+        spread = cfg.start.initial_spread
+        references[f"baseline_s{spread:g}"] = (args.policy, replace(test, start_spread=spread))
+    runs = {**references, "best": (args.out / "rl" / "best", test), "last": (args.out / "rl" / "last", test)}
     for name, (policy, protocol) in runs.items():
         out = args.out / f"test_{name}"
         evaluate(policy, out, protocol, env, resume=(out / "eval_args.json").is_file())
     keys = ("episodes", "success_a", "success_a_ci", "success_b", "success_b_ci", "difference", "only_a", "only_b",
             "mcnemar_p")
     tests = {f"{b}_vs_{a}": {key: compare(args.out / f"test_{a}", args.out / f"test_{b}")[key] for key in keys}
-             for a in ("baseline", f"baseline_s{spread:g}") for b in ("best", "last")}
+             for a in references for b in ("best", "last")}
     updates = [line for line in log if line["iteration"] > 0]
     rollout = sum(line["rollout_s"] for line in updates)
     parts = {key: sum(line["rollout_parts"][key] for line in updates)

@@ -109,7 +109,7 @@ class CameraConfig:
     """None: observations are rendered at the frame size and resized (what the policy was trained on). A number:
     rendered at this multiple of `observation_size` instead (at most the frame size, same field of view). At 2
     (192 for 96 pixels) both cameras take 25 instead of 34 ms of CPU and differ by 2/255 on average from the
-    resized frame; 1 (no antialiasing) 6/255. `models/baseline` on the 200 test scenes: 50.5% at None, 46.0% at 2
+    resized frame; 1 (no antialiasing) 6/255. `models/baseline-bc` on the 200 test scenes: 50.5% at None, 46.0% at 2
     (McNemar p = 0.18; issue #21)."""
 
     def __post_init__(self):

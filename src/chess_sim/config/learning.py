@@ -55,8 +55,8 @@ class DaggerConfig:
     """Control steps the expert runs per takeover (fewer when its episode ends first): two chunks of expert
     commands from the policy's state."""
     start_spread: float = 1.0
-    """Spread of the policy's start noise x_0, drawn from each scene's own seed as evaluation draws it: 1 samples
-    as trained, 0 drives with the chain from x_0 = 0 (noise-free)."""
+    """Scales the policy's start noise x_0, drawn from each scene's own seed as evaluation draws it: 1 samples as
+    the policy does (at its own start spread, if it has one), 0 drives with the chain from x_0 = 0 (noise-free)."""
 
     def __post_init__(self):
         at_least(self, 1, "round", "branch_every", "branch_steps")
@@ -107,8 +107,9 @@ class CompactConfig:
 class TrainConfig:
     """Imitation training of a flow policy on a LeRobot dataset (`chess-sim train`)."""
 
-    steps: int = 16_000
-    """Optimizer steps (the baseline's recipe: 16,000 on 465 demonstrations, see models/baseline/MODEL_CARD.md)."""
+    steps: int = 32_000
+    """Optimizer steps (the baseline's recipe: 32,000 on 471 demonstrations, see models/baseline/MODEL_CARD.md;
+    `models/baseline-bc` had 16,000 on 465, and validation was still rising at 32,000)."""
     batch_size: int = 32
     """Samples (decisions) per step."""
     lr: float = 3e-4
@@ -145,7 +146,7 @@ class TrainConfig:
     """CPU threads of this process."""
     recovery: bool = True
     """Train on the recovery demonstrations too; False keeps only the clean expert episodes (the ablation in
-    `models/baseline/MODEL_CARD.md`)."""
+    `models/baseline-bc/MODEL_CARD.md`)."""
     ema: float = 0.0
     """Decay per step of an exponential moving average of the trained weights (`policy/average.py`): the steps move
     the live weights, validations and the saved policies (`best`, `last`) are the average; 0: no average."""
