@@ -47,8 +47,8 @@ FIRST_SCENE = 900_000
 class _Recording(RolloutDriver):
     """The training rollout's driver, keeping every chunk it decides (for the raw-physics replay)."""
 
-    def __init__(self, *args):
-        super().__init__(*args)
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         self.chunks: list[np.ndarray] = []
         self.policy_cpu_s = 0.0
         self.rows_computed = 0
@@ -63,7 +63,7 @@ class _Recording(RolloutDriver):
 
 
 def rollout(model, vec, cfg, first: int, generator) -> dict:
-    driver = _Recording(model, generator, Storage())
+    driver = _Recording.for_run(model, generator, Storage(), cfg)
     clock: dict = {}
     began = time.perf_counter()
     drive(vec, cfg.run.train_seed, list(range(first, first + cfg.run.episodes)), driver, clock=clock)

@@ -144,11 +144,32 @@ def test_rollouts_start_from_the_rollout_spread_whatever_the_policys_start(model
     own = steered.sample(batch, x0, None, flow=draws)
     wide = steered.sample(batch, x0, None, flow=draws, start_spread=1.0)
     assert torch.allclose(own.chain[:, 0], 0.5 * x0) and torch.equal(wide.chain[:, 0], x0)
-    driver = RolloutDriver(steered, torch.Generator(), Storage(), start_spread=1.0)
-    assert driver.start_spread == 1.0
+    filtered = RolloutDriver.for_run(steered, torch.Generator(), Storage(), RL_PROFILES["compact"])
+    assert filtered.start_spread == RL_PROFILES["compact"].filtered.rollout_spread and not filtered.scored
+    ppo = RolloutDriver.for_run(steered, torch.Generator(), Storage(), RL_PROFILES["smolvla"])
+    assert ppo.start_spread is None and ppo.scored
     chain_model = FlowRL(model.policy, likelihood="chain")
     with pytest.raises(AssertionError, match="flow surrogate"):
         chain_model.sample(batch, x0, torch.randn(2, SMALL.steps, 50, 6), start_spread=1.0)
+
+
+def test_an_unscored_sample_is_the_same_chain_without_log_probs_and_the_self_check_checks_the_sampler(model):
+    from chess_sim.rl.check import self_check
+
+    batch, x0 = batch_of(2), torch.randn(2, 50, 6)
+    draws = model.draw_flow(2, torch.Generator().manual_seed(0))
+    scored = model.sample(batch, x0, None, flow=draws, start_spread=1.0)
+    unscored = model.sample(batch, x0, None, flow=draws, start_spread=1.0, scored=False)
+    assert torch.equal(scored.chain, unscored.chain) and torch.equal(scored.value, unscored.value)
+    assert unscored.log_probs is None and unscored.flow is None and scored.log_probs is not None
+    storage = Storage()
+    prefixes = split_prefix(unscored.prefix, 2)
+    storage.add_episode([Decision(unscored.chain[i], None, 0.0, batch["observation.state"][i], prefixes[i])
+                         for i in range(2)], 0.0)
+    storage.finish(0.99, 0.95)
+    assert storage.minibatch(torch.arange(2))[3] is None
+    result = self_check(model, storage, {"chain": 1e-4}, clip=0.2)
+    assert result["passed"] and not result["scored"] and "log_prob_max_abs_diff" not in result
 
 
 def test_the_filtered_algorithm_needs_the_noise_free_chain_and_a_fixed_start():

@@ -1,5 +1,6 @@
 """The likelihood and determinism self-check of RL fine-tuning (`chess-sim rl-check`, and before the first
-update of every `chess-sim rl` run). On a fresh rollout:
+update of every `chess-sim rl` run). On a fresh rollout (items 1, 2 and 5 only where the rollout kept log-probs: the
+`filtered` algorithm's compares no likelihoods and keeps none):
 
 1. log-probs (or the flow surrogate's elements, under their stored draws) re-evaluated from storage equal the
    rollout's, within float32 rounding (`log_prob_tolerance`);
@@ -49,32 +50,36 @@ def self_check(model: FlowRL, storage, lrs: dict[str, float], clip: float, decis
     (`RLConfig.policy_lrs`), as the run's optimizer does."""
     index = torch.arange(min(decisions, len(storage)))
     chain, prefix, state, old = storage.minibatch(index)
+    scored = old is not None  # a rollout for an update that compares no likelihoods kept none: the sampler alone
     spreads = storage.spreads(index)
     drawn = None if spreads is None else spreads[0]
     flow = storage.flow_draws(index)
-    with torch.no_grad():
-        new, _ = model.evaluate(chain, prefix, state, drawn, flow=flow)
-        log_ratios = new - old
-        if spreads is not None:  # the drawn spreads' log-densities are checked alongside the chain's
-            log_ratios = torch.cat([log_ratios.flatten(), (model.spread_log_probs(drawn, prefix) - spreads[1]).flatten()])
     eval_mode = not any(module.training for module in model.modules())
     x0 = chain[:, 0]
-    first = model.sample_from_prefix(prefix, state, x0, None, flow=flow).chain[:, -1]
-    second = model.sample_from_prefix(prefix, state, x0, None, flow=flow).chain[:, -1]
+    first = model.sample_from_prefix(prefix, state, x0, None, flow=flow, scored=scored).chain[:, -1]
+    second = model.sample_from_prefix(prefix, state, x0, None, flow=flow, scored=scored).chain[:, -1]
     with torch.no_grad():
         own = sample_chunk(model.policy, cast_prefix(prefix, torch.float32), x0)
     result = {
         "decisions": len(index),
-        "log_prob_max_abs_diff": float(log_ratios.abs().max()),
-        "log_prob_tolerance": log_prob_tolerance(model, old),
-        "ratio_max_abs_dev": float((log_ratios.exp() - 1).abs().max()),
-        "approx_kl": float(approx_kl(log_ratios)),
+        "scored": scored,
         "eval_mode": eval_mode,
         "noise_free_deterministic": bool(torch.equal(first, second)),
         "noise_free_vs_policy_sampler_max_abs_diff": float((first - own).abs().max()),
     }
-    result.update(_one_update_shift(model, chain, prefix, state, old, lrs, clip, drawn, flow))
-    result["passed"] = (result["log_prob_max_abs_diff"] <= result["log_prob_tolerance"] and eval_mode
+    if scored:
+        with torch.no_grad():
+            new, _ = model.evaluate(chain, prefix, state, drawn, flow=flow)
+            log_ratios = new - old
+            if spreads is not None:  # the drawn spreads' log-densities are checked alongside the chain's
+                log_ratios = torch.cat([log_ratios.flatten(),
+                                        (model.spread_log_probs(drawn, prefix) - spreads[1]).flatten()])
+        result.update({"log_prob_max_abs_diff": float(log_ratios.abs().max()),
+                       "log_prob_tolerance": log_prob_tolerance(model, old),
+                       "ratio_max_abs_dev": float((log_ratios.exp() - 1).abs().max()),
+                       "approx_kl": float(approx_kl(log_ratios))})
+        result.update(_one_update_shift(model, chain, prefix, state, old, lrs, clip, drawn, flow))
+    result["passed"] = ((not scored or result["log_prob_max_abs_diff"] <= result["log_prob_tolerance"]) and eval_mode
                         and result["noise_free_deterministic"]
                         and result["noise_free_vs_policy_sampler_max_abs_diff"] <= 1e-5)
     return result
@@ -113,12 +118,18 @@ def write_report(result: dict, out: Path) -> None:
     lines = [
         f"# RL self-check: {verdict}", "",
         f"On {result['decisions']} decisions of a fresh rollout:", "",
-        f"- re-evaluated vs rollout log-probs: max |diff| {result['log_prob_max_abs_diff']:.2e} nats "
-        f"(tolerance {result['log_prob_tolerance']:.0e}); max |ratio - 1| {result['ratio_max_abs_dev']:.2e}; "
-        f"approx KL {result['approx_kl']:.2e}",
         f"- policy in eval mode: {result['eval_mode']}",
         f"- noise-free sampler deterministic: {result['noise_free_deterministic']}; equal to the policy's own "
         f"sampler within {result['noise_free_vs_policy_sampler_max_abs_diff']:.2e}",
+    ]
+    if not result.get("scored", True):
+        lines.append("- the rollout kept no log-probs (its update compares no likelihoods): nothing else to check")
+        atomic.write_text(out / "check.md", "\n".join(lines) + "\n")
+        return
+    lines += [
+        f"- re-evaluated vs rollout log-probs: max |diff| {result['log_prob_max_abs_diff']:.2e} nats "
+        f"(tolerance {result['log_prob_tolerance']:.0e}); max |ratio - 1| {result['ratio_max_abs_dev']:.2e}; "
+        f"approx KL {result['approx_kl']:.2e}",
         f"- after one update ({_rates(result['update_lrs'])}), |log-prob change| median / max: per element "
         f"{result['shift_element_median_nats']:.3g} / {result['shift_element_max_nats']:.3g} nats, per step "
         f"{result['shift_step_median_nats']:.3g} / {result['shift_step_max_nats']:.3g}, per chunk "

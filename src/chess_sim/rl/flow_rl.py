@@ -51,9 +51,10 @@ class Sample:
 
     chain: torch.Tensor
     """(B, K+1, T, C) the denoising chain, x_0 first; x_K is the (normalised) action chunk."""
-    log_probs: torch.Tensor
+    log_probs: torch.Tensor | None
     """(B, R, T, C) log-density of each element: R = K transitions, or with a learned start R = K + 1 (x_0 first);
-    with the flow surrogate (B, M, T, A), minus the flow-matching errors of the chunk under its M draws."""
+    with the flow surrogate (B, M, T, A), minus the flow-matching errors of the chunk under its M draws; None for an
+    unscored sample (`FlowRL.sample`'s `scored`)."""
     value: torch.Tensor
     """(B,) the critic's value of the decision's observation."""
     prefix: Any
@@ -183,27 +184,31 @@ class FlowRL(nn.Module):
 
     @torch.no_grad()
     def sample(self, batch: dict, x0: torch.Tensor, noise: torch.Tensor | None, spread_draw: torch.Tensor | None = None,
-               flow: tuple[torch.Tensor, torch.Tensor] | None = None, start_spread: float | None = None) -> Sample:
+               flow: tuple[torch.Tensor, torch.Tensor] | None = None, start_spread: float | None = None,
+               scored: bool = True) -> Sample:
         """Encode `batch`, then run the chain from the standard-normal draw x0 (B, T, C) with standard-normal
         `noise` (B, K, T, C) scaled by `sigmas()`; `noise=None` runs the plain ODE (log-probs then describe a
         zero-noise chain and are not meaningful). With spread exploration, standard-normal `spread_draw` (B, 1) sets
         each decision's log-spread; None starts from the policy's own start distribution. With the flow surrogate
         the chain is noise-free whatever `noise` is, and `flow` holds its draws (`draw_flow`). `start_spread`, under
         the flow surrogate, starts the chain from `start_spread` * x0 instead of the policy's own start (the
-        rollouts of `RLConfig.algorithm` `filtered`)."""
+        rollouts of `RLConfig.algorithm` `filtered`). `scored=False` leaves the log-probs out (None, and no flow
+        draws kept): an update that compares no likelihoods (`filtered`) is spared the surrogate's M velocity calls
+        per decision, and the chain is the same either way."""
         stored = cast_prefix(self.policy.encode(batch), self.prefix_dtype)
-        return self.sample_from_prefix(stored, batch["observation.state"], x0, noise, spread_draw, flow, start_spread)
+        return self.sample_from_prefix(stored, batch["observation.state"], x0, noise, spread_draw, flow, start_spread,
+                                       scored)
 
     @torch.no_grad()
     def sample_from_prefix(self, stored: Any, state: torch.Tensor, x0: torch.Tensor, noise: torch.Tensor | None,
                            spread_draw: torch.Tensor | None = None,
                            flow: tuple[torch.Tensor, torch.Tensor] | None = None,
-                           start_spread: float | None = None) -> Sample:
+                           start_spread: float | None = None, scored: bool = True) -> Sample:
         """`sample` from a prefix in its stored form and the state (B, A)."""
         assert start_spread is None or self.likelihood == "flow", \
             "a start spread other than the policy's own needs the flow surrogate (the chain's log-probs include x_0's)"
         if self.likelihood == "flow":
-            assert flow is not None, "the flow surrogate needs its draws (FlowRL.draw_flow)"
+            assert flow is not None or not scored, "the flow surrogate needs its draws (FlowRL.draw_flow)"
             noise = None
         prefix = cast_prefix(stored, torch.float32)
         spread = spread_log_probs = None
@@ -222,7 +227,9 @@ class FlowRL(nn.Module):
             start = self.start.std_of(used)[:, :, None].to(x0) * x0
         sigmas = self.sigmas()
         chain, means = denoise(self.policy, prefix, start, None if noise is None else sigmas, noise)
-        if self.likelihood == "flow":
+        if not scored:
+            log_probs, flow = None, None
+        elif self.likelihood == "flow":
             log_probs = self.flow_log_probs(chain, prefix, *flow)
         else:
             log_probs = self._transition_log_probs(chain, means)

@@ -2,7 +2,8 @@
 
 Each round, the running episodes' observations form one batch: encode once, sample the chain (noisy under the
 chain likelihood, noise-free with its surrogate's draws under the flow one), store per decision the chain, its
-log-probs (or surrogate elements and draws), the value, the state and the prefix (split per sample). A finished
+log-probs (or surrogate elements and draws; neither for the `filtered` algorithm, whose update compares no
+likelihoods), the value, the state and the prefix (split per sample). A finished
 episode goes to `Storage` with its bootstrap value: 0 after a terminal end, the critic's value of the final
 observation after the time limit (see `rl/ppo.py`). Every draw comes from the run's generator, in worker order,
 so a rollout is reproducible for a given number of simulators.
@@ -17,6 +18,7 @@ from functools import partial
 import numpy as np
 import torch
 
+from chess_sim.config import RLConfig
 from chess_sim.policy.base import in_blocks, observation_batch
 from chess_sim.rl.flow_rl import FlowRL
 from chess_sim.rl.storage import Decision, Storage, split_prefix
@@ -35,16 +37,26 @@ class RolloutDriver:
     """`scheduler.Driver` for training rollouts (see the module docstring)."""
 
     def __init__(self, model: FlowRL, generator: torch.Generator, storage: Storage, on_done=None,
-                 start_spread: float | None = None):
+                 start_spread: float | None = None, scored: bool = True):
         self.model, self.generator, self.storage = model, generator, storage
         self.start_spread = start_spread
         """The chain starts from `start_spread` * x_0 instead of the policy's own start (`FlowRL.sample`); None:
         the policy's own."""
+        self.scored = scored
+        """Store each decision's log-probs (and surrogate draws); False for an update that compares no likelihoods."""
         self.rows: list[dict] = []
         self.parts = {"prep": 0.0, "sample": 0.0, "physics": 0.0, "render": 0.0, "resets": 0.0}
         """Seconds: `prep` and `sample` of the policy in this process (wall); `physics`, `render` and `resets`
         summed over the simulators (CPU seconds of their processes)."""
         self.on_done = on_done
+
+    @classmethod
+    def for_run(cls, model: FlowRL, generator: torch.Generator, storage: Storage, cfg: RLConfig, on_done=None):
+        """The driver of `cfg`'s rollouts: under the `filtered` algorithm the chain starts from its `rollout_spread`
+        and no log-probs are kept (its fits draw their own noise), else the policy's own start, scored."""
+        filtered = cfg.algorithm == "filtered"
+        return cls(model, generator, storage, on_done, cfg.filtered.rollout_spread if filtered else None,
+                   scored=not filtered)
 
     def start(self, index: int, observation: dict, info: dict) -> _Episode:
         self.parts["resets"] += info.get("reset_s", 0.0)
@@ -69,22 +81,24 @@ class RolloutDriver:
         noise = None if flow else torch.randn(size, policy.steps, policy.chunk, policy.chain_dim,
                                               generator=self.generator)
         spread_draw = torch.randn(size, 1, generator=self.generator) if self.model.explores_spread else None
+        # drawn even when unscored, so that the run's random stream, and with it every later draw, is the same
         draws = self.model.draw_flow(size, self.generator) if flow else None
         prepared = time.perf_counter()
         # blocks of a fixed size make each decision independent of the batch
-        sample = in_blocks(partial(self.model.sample, start_spread=self.start_spread), batch, x0, noise, spread_draw,
-                           draws)
+        sample = in_blocks(partial(self.model.sample, start_spread=self.start_spread, scored=self.scored), batch, x0,
+                           noise, spread_draw, draws)
         chunks = self.model.actions(sample.chain)[:, :policy.action_steps].numpy()
         self.parts["prep"] += prepared - began
         self.parts["sample"] += time.perf_counter() - prepared
         prefixes = split_prefix(sample.prefix, size)
         drawn = sample.spread is not None
         for i, episode in enumerate(running):
-            episode.decisions.append(Decision(sample.chain[i].clone(), sample.log_probs[i].clone(),
+            episode.decisions.append(Decision(sample.chain[i].clone(),
+                                              None if sample.log_probs is None else sample.log_probs[i].clone(),
                                               float(sample.value[i]), batch["observation.state"][i].clone(),
                                               prefixes[i], spread=sample.spread[i].clone() if drawn else None,
                                               spread_log_prob=sample.spread_log_probs[i].clone() if drawn else None,
-                                              flow=None if draws is None else (draws[0][i], draws[1][i])))
+                                              flow=None if sample.flow is None else (draws[0][i], draws[1][i])))
         return {worker: chunks[i] for i, worker in enumerate(workers)}
 
     def step(self, episode: _Episode, result) -> bool:

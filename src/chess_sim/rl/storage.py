@@ -20,7 +20,8 @@ from chess_sim.rl.ppo import gae
 @dataclass
 class Decision:
     chain: torch.Tensor
-    log_probs: torch.Tensor
+    log_probs: torch.Tensor | None
+    """None when the rollout kept none (an update that compares no likelihoods)."""
     value: float
     state: torch.Tensor
     prefix: Any
@@ -82,11 +83,13 @@ class Storage:
         self.advantages, self.returns = gae(self.rewards, self.values, torch.tensor(self._next_values),
                                             torch.tensor(self._ends), gamma, lam)
 
-    def minibatch(self, index: torch.Tensor) -> tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]:
-        """(chain (B, K+1, T, C), prefix, state (B, A), old log-probs (B, K, T, C)) of the decisions `index`."""
+    def minibatch(self, index: torch.Tensor) -> tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor | None]:
+        """(chain (B, K+1, T, C), prefix, state (B, A), old log-probs (B, K, T, C) or None when none were kept) of
+        the decisions `index`."""
         chosen = [self.decisions[i] for i in index.tolist()]
+        old = None if chosen[0].log_probs is None else torch.stack([d.log_probs for d in chosen])
         return (torch.stack([d.chain for d in chosen]), stack_prefixes([d.prefix for d in chosen]),
-                torch.stack([d.state for d in chosen]), torch.stack([d.log_probs for d in chosen]))
+                torch.stack([d.state for d in chosen]), old)
 
     def spreads(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
         """(drawn log-spreads (B, 1), their log-densities (B, 1)) of the decisions `index`; None without spread

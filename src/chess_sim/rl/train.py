@@ -109,16 +109,15 @@ def training_env(model: FlowRL, env_cfg: EnvConfig) -> EnvConfig:
 
 
 def collect(model: FlowRL, vec, cfg: RLConfig, first_index: int, generator: torch.Generator, bar=None):
-    """One iteration's rollout of `cfg.run.episodes` training episodes: (storage, episode rows, time parts). Under
-    the `filtered` algorithm the chain starts from its `rollout_spread`, else from the policy's own start."""
+    """One iteration's rollout of `cfg.run.episodes` training episodes (`RolloutDriver.for_run`): (storage, episode
+    rows, time parts)."""
     from chess_sim.rl.rollout import RolloutDriver
     from chess_sim.scheduler import drive
 
     storage = Storage()
     clock: dict = {}
     on_done = (lambda row: bar.advance()) if bar is not None else None
-    start_spread = cfg.filtered.rollout_spread if cfg.algorithm == "filtered" else None
-    driver = RolloutDriver(model, generator, storage, on_done, start_spread)
+    driver = RolloutDriver.for_run(model, generator, storage, cfg, on_done)
     drive(vec, cfg.run.train_seed, list(range(first_index, first_index + cfg.run.episodes)), driver, clock=clock)
     storage.finish(cfg.ppo.gamma, cfg.ppo.lam)
     parts = {**driver.parts, "env": clock["env"], "rounds": clock["rounds"]}
