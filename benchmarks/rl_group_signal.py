@@ -14,7 +14,7 @@ B = tr(Sigma) / |G|^2 (`chess_sim.rl.diagnostics.gradient_noise_scale`), overall
 Under the same advantages also the gradient of the flow-matching surrogate (FPO: the advantage-weighted
 flow-matching loss of each executed chunk, `--flow-draws` noise and time draws per decision; `flow_matching`).
 
-    .venv/bin/python benchmarks/rl_group_signal.py [--policy models/baseline] [--groups 16] [--members 4]
+    .venv/bin/python benchmarks/rl_group_signal.py [--policy models/baseline-bc] [--groups 16] [--members 4]
         [--sigma-start 0.2] [--sigma-end 0.002] [--spread 1.0] [--flow-draws 4]
 """
 
@@ -114,7 +114,7 @@ class GroupDriver:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--policy", type=Path, default=Path("models/baseline"))
+    parser.add_argument("--policy", type=Path, default=Path("models/baseline-bc"))
     parser.add_argument("--groups", type=int, default=16)
     parser.add_argument("--members", type=int, default=4)
     parser.add_argument("--sigma-start", type=float, default=NoiseConfig.sigma_start,

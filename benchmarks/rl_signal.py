@@ -10,7 +10,7 @@ of the true gradient |G|^2 and of the per-episode noise tr(Sigma) give the *simp
 noise. It is also split by denoising steps (first, middle and last third of the chain), since exact log-probs
 weigh a step's score by 1 / sigma_k. A |G|^2 estimate at or below 0 means no signal was measurable at this N.
 
-    .venv/bin/python benchmarks/rl_signal.py [--policy models/baseline] [--episodes 64]
+    .venv/bin/python benchmarks/rl_signal.py [--policy models/baseline-bc] [--episodes 64]
         [--sigma-start S] [--sigma-end E]
 """
 
@@ -50,7 +50,7 @@ def stored_episodes(storage) -> list:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--policy", type=Path, default=Path("models/baseline"))
+    parser.add_argument("--policy", type=Path, default=Path("models/baseline-bc"))
     parser.add_argument("--episodes", type=int, default=64)
     parser.add_argument("--sigma-start", type=float)
     parser.add_argument("--sigma-end", type=float)
@@ -59,7 +59,8 @@ def main() -> None:
     compact = RL_PROFILES["compact"]
     defaults = NoiseConfig()
     noise = NoiseConfig(sigma_start=args.sigma_start or defaults.sigma_start, sigma_end=args.sigma_end or defaults.sigma_end)
-    cfg = replace(compact, run=replace(compact.run, episodes=args.episodes), noise=noise, start=StartConfig())
+    cfg = replace(compact, algorithm="ppo", run=replace(compact.run, episodes=args.episodes),
+                  ppo=replace(compact.ppo, likelihood="chain"), noise=noise, start=StartConfig())
     torch.set_num_threads(2)
     model, _ = build(args.policy, cfg)
     began = time.perf_counter()

@@ -1,6 +1,6 @@
 """RL rollout speed against raw physics (issue #21). Prints one JSON object.
 
-    .venv/bin/python benchmarks/rollout.py [--policy models/baseline] [--episodes 64] [--repeats 3]
+    .venv/bin/python benchmarks/rollout.py [--policy models/baseline] [--episodes 512] [--repeats 3]
                                            [--envs N] [--eval-episodes 200] [--denoise-steps K --time-power P]
 
 Each repeat collects `episodes` training episodes exactly as `chess-sim rl` does (the compact profile: its noise,

@@ -20,7 +20,7 @@ Then the result and the starting policy on `--test-episodes` test scenes at each
 McNemar; `--start-eval` reuses evaluations of the starting policy on those scenes, one per spread). Prints one JSON
 object.
 
-    .venv/bin/python benchmarks/self_imitation.py --out DIR [--policy models/baseline]
+    .venv/bin/python benchmarks/self_imitation.py --out DIR [--policy models/baseline-bc]
         [--chunks all|success|none] [--coupling fresh|fresh-each-step|start] [--anchor DATASET]
         [--anchor-episodes 60] [--anchor-weight 1] [--ema D] [--iterations 5] [--episodes 64] [--epochs 4]
         [--lr 3e-5] [--spread 1] [--schedule constant|cosine] [--warmup 50] [--seed 0] [--test-episodes 200]
@@ -110,7 +110,7 @@ def fit_own_chunks(model, storage, chosen: list[int], optimizer, epochs: int, mi
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--policy", type=Path, default=Path("models/baseline"))
+    parser.add_argument("--policy", type=Path, default=Path("models/baseline-bc"))
     parser.add_argument("--chunks", choices=("all", "success", "none"), default="all",
                         help="none: no own chunk, the anchor alone (needs --anchor)")
     parser.add_argument("--anchor", type=Path, help="a demonstration dataset whose imitation loss joins every step")
@@ -149,7 +149,8 @@ def main() -> None:
     compact = RL_PROFILES["compact"]
     start = (StartConfig() if args.spread == 1.0 else
              StartConfig(steer=True, initial_spread=args.spread, spread_lr=0.0, spread_head_lr=0.0, spread_noise=0.0))
-    cfg = replace(compact, run=replace(compact.run, episodes=args.episodes, seed=args.seed),
+    # scored rollouts from the policy's own start (the filtered algorithm's keep no draws and start at its spread)
+    cfg = replace(compact, algorithm="ppo", run=replace(compact.run, episodes=args.episodes, seed=args.seed),
                   ppo=replace(compact.ppo, likelihood="flow"), start=start)
     torch.set_num_threads(1)
     model, _ = build(args.policy, cfg)

@@ -7,7 +7,7 @@ faint chain noise (1e-4, so the chain is all but the noise-free ODE). Per spread
 the histogram of successes per scene. If the scene alone decided, every scene would score 0 or `draws`; a
 histogram shaped like Binomial(draws, p) means the draw decides.
 
-    .venv/bin/python benchmarks/start_spread.py [--policy models/baseline] [--scenes 40] [--draws 4]
+    .venv/bin/python benchmarks/start_spread.py [--policy models/baseline-bc] [--scenes 40] [--draws 4]
         [--spreads 1 0.5 0.05]
 """
 
@@ -37,7 +37,7 @@ FAINT = 1e-4
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--policy", type=Path, default=Path("models/baseline"))
+    parser.add_argument("--policy", type=Path, default=Path("models/baseline-bc"))
     parser.add_argument("--scenes", type=int, default=40)
     parser.add_argument("--draws", type=int, default=4)
     parser.add_argument("--spreads", type=float, nargs="+", default=[1.0, 0.5, 0.05])
@@ -46,8 +46,9 @@ def main() -> None:
     if not all(low <= spread <= high for spread in args.spreads) or args.scenes < 1 or args.draws < 1:
         parser.error(f"--spreads must lie in [{low}, {high}]; --scenes and --draws must be >= 1")
     compact = RL_PROFILES["compact"]
-    cfg = replace(compact, run=replace(compact.run, episodes=args.scenes),
-                  noise=NoiseConfig(sigma_start=FAINT, sigma_end=FAINT), start=StartConfig(steer=True))
+    cfg = replace(compact, algorithm="ppo", run=replace(compact.run, episodes=args.scenes),
+                  ppo=replace(compact.ppo, likelihood="chain"), noise=NoiseConfig(sigma_start=FAINT, sigma_end=FAINT),
+                  start=StartConfig(steer=True))
     torch.set_num_threads(1)
     model, _ = build(args.policy, cfg)
     results = []

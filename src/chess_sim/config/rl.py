@@ -274,8 +274,9 @@ RL_PROFILES: dict[str, RLConfig] = {
 network by success-filtered flow matching: 512 noise-free rollouts per iteration from the start the policy was
 trained with, the chunks of the successful ones fitted, each fit anchored to the start policy (weight 0.25, against
 the drift of repeated self-fits), the policy deployed (validated, saved) as the average of its weights (decay 0.999
-per Adam step) at a hand-set start spread of 0.5, the baseline's best temperature (docs/experiments.md: +14.5
-points over that temperature on the test scenes after 98 minutes, `models/rl`). `compact-spread` is the earlier compact
+per Adam step) at a hand-set start spread of 0.5, the first baseline's best temperature (docs/experiments.md: +14.5
+points over that temperature on the test scenes after 98 minutes, `models/rl`), or at the start the policy brings
+(`models/baseline`'s, 0.5). `compact-spread` is the earlier compact
 profile: PPO learns the start's spread alone, explored per decision, leaving the velocity as it is (lr 0; a faint
 chain noise keeps every likelihood exact), since at the batch sizes two cores allow the chain's gradient had no
 measurable signal (`benchmarks/rl_signal.py`)."""

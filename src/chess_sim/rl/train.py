@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from chess_sim import jsonl, runs
-from chess_sim.config import EnvConfig, EvalConfig, RewardConfig, RLConfig, RunConfig, replace_fields
+from chess_sim.config import EnvConfig, EvalConfig, RewardConfig, RLConfig, RunConfig
 from chess_sim.policy.base import observed_env
 from chess_sim.policy.loading import check_reads
 from chess_sim.report.summary import summarize
@@ -139,9 +139,9 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
     continuing = runs.open_run(out, resume, STATE_FILE, ARGS_FILE)
     if resume:
         runs.check_same_args(out / ARGS_FILE, args, _run_defining, "only --iterations and --minutes")
-    if continuing:  # the run's own checkpoint, whose learned start is the run's (initial_spread is spent)
+    if continuing:  # the run's own checkpoint, with the run's learned start (a start the policy brings is kept)
         policy_dir = out / "last"
-    model, optimizer = build(policy_dir, replace_fields(cfg, initial_spread=1.0) if continuing else cfg)
+    model, optimizer = build(policy_dir, cfg)
     try:
         check_reads(model.policy, env_cfg.scene.tasks)
     except ValueError as error:
