@@ -11,7 +11,7 @@ from chess_sim.config import START_SPREAD_BOUNDS, CompactConfig
 from chess_sim.policy.base import Normalizer, sample_chain
 from chess_sim.policy.compact import CompactPolicy
 from chess_sim.policy.loading import load_policy
-from chess_sim.policy.start import START_WEIGHTS, SteeredPolicy, steered, with_spread
+from chess_sim.policy.start import START_WEIGHTS, SteeredPolicy, with_spread
 
 SMALL = CompactConfig(width=32, layers=1, heads=2, image_size=32, steps=3)
 
@@ -31,7 +31,7 @@ def policy():
 
 
 def test_the_spread_is_bounded_and_scales_the_draw(policy):
-    wrapped = steered(policy)
+    wrapped = SteeredPolicy(policy)
     with torch.no_grad():
         wrapped.start.log_std.fill_(math.log(0.3))
         prefix = wrapped.encode(batch())
@@ -55,7 +55,7 @@ def test_a_hand_set_spread_samples_as_the_same_scale_of_the_draw_and_refuses_a_s
 
 
 def test_a_steered_policy_saves_and_loads_with_its_start(policy, tmp_path):
-    wrapped = steered(policy)
+    wrapped = SteeredPolicy(policy)
     with torch.no_grad():
         wrapped.start.log_std.fill_(-0.5)
         wrapped.start.head[-1].weight.normal_(0.0, 0.05)
@@ -75,7 +75,7 @@ def _copy_base(policy, directory):
 
 
 def test_a_damaged_start_is_a_one_line_error(policy, tmp_path):
-    steered(policy).save(tmp_path)
+    SteeredPolicy(policy).save(tmp_path)
     (tmp_path / START_WEIGHTS).write_bytes(b"not safetensors")
     with pytest.raises(ValueError, match="damaged start distribution") as error:
         load_policy(tmp_path)

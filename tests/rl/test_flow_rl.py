@@ -12,7 +12,7 @@ from chess_sim.policy.base import Normalizer, sample_chain, sample_chunk
 from chess_sim.policy.compact import CompactPolicy
 from chess_sim.rl.check import log_prob_tolerance, self_check
 from chess_sim.rl.flow_rl import FlowRL
-from chess_sim.policy.start import SteeredPolicy, steered
+from chess_sim.policy.start import SteeredPolicy
 from chess_sim.rl.ppo import ppo_update
 from chess_sim.rl.storage import Decision, Storage, split_prefix
 
@@ -164,8 +164,7 @@ def steered_model(policy, std=0.5, spread_noise=0.0):
 
 def test_a_policy_given_a_start_samples_exactly_as_before():
     policy = CompactPolicy(SMALL, Normalizer.identity()).eval()
-    wrapped = steered(policy)
-    assert isinstance(wrapped, SteeredPolicy) and steered(wrapped) is wrapped
+    wrapped = SteeredPolicy(policy)
     batch, x0 = batch_of(2), torch.randn(2, 50, 6)
     with torch.no_grad():
         before = sample_chain(policy, policy.encode(batch), x0)
@@ -174,7 +173,7 @@ def test_a_policy_given_a_start_samples_exactly_as_before():
 
 
 def test_a_policy_that_brought_its_start_keeps_it():
-    policy = steered(CompactPolicy(SMALL, Normalizer.identity()).eval())
+    policy = SteeredPolicy(CompactPolicy(SMALL, Normalizer.identity()).eval())
     learning = FlowRL(policy, start=StartConfig(steer=True))
     assert learning.policy is policy and learning.start is policy.start
     frozen = FlowRL(policy)  # the start samples as saved, but is not trained

@@ -110,12 +110,6 @@ class SteeredPolicy(nn.Module):
                           json.dumps({"features": self.start.features, "width": self.start.width}, indent=2) + "\n")
 
 
-def steered(policy, features: int | None = None) -> SteeredPolicy:
-    """`policy` with a learned start: itself if it has one, else wrapped with a start that samples as before
-    (`features`: the size of `policy.features`, when the caller has measured it already)."""
-    return policy if isinstance(policy, SteeredPolicy) else SteeredPolicy(policy, features=features)
-
-
 def with_spread(policy, spread: float, features: int | None = None) -> SteeredPolicy:
     """`policy` given a new start at the hand-set spread `spread` (its head zero): a temperature saved with the policy,
     so evaluation, DAgger and RL sample at it by default. ValueError for a policy that has its own start (its head may
