@@ -11,6 +11,7 @@ import numpy as np
 
 from chess_sim.config import CAMERAS, TRAIN_SEED, EnvConfig, RewardConfig, profile
 from chess_sim.sim.expert import rest_pose
+from chess_sim.sim.frustum import culled
 from chess_sim.sim.images import resize_image
 from chess_sim.sim.judge import Judge
 from chess_sim.sim.scene import TABLE_TOP, Scene, build_scene, place_task
@@ -322,7 +323,9 @@ class ChessEnv(gym.Env):
             self._renderers[size] = mujoco.Renderer(self.model, *size)
         renderer = self._renderers[size]
         started = time.process_time()
-        renderer.update_scene(self.data, camera=self.scene.cameras[camera])
+        camera_id = self.scene.cameras[camera]
+        with culled(self.model, self.data, camera_id, aspect=size[1] / size[0]):
+            renderer.update_scene(self.data, camera=camera_id)
         image = renderer.render()  # a new array on every call
         self.render_seconds += time.process_time() - started
         return image

@@ -1,0 +1,47 @@
+"""The scene's floor as drawn: finite and coarse, yet the same physics and nearly the same images."""
+
+import numpy as np
+import pytest
+
+from chess_sim.config import profile
+from chess_sim.sim import scene as scene_module
+from chess_sim.sim.env import ChessEnv
+from chess_sim.sim.expert import ExpertDriver
+
+
+@pytest.fixture(scope="module")
+def envs():
+    """(the infinite floor MuJoCo draws as 200 x 200 quads, the floor as built)."""
+    patch = pytest.MonkeyPatch()
+    patch.setattr(scene_module, "_draw_floor_coarsely", lambda model: None)
+    infinite = ChessEnv(profile("baseline"))
+    patch.undo()
+    pair = (infinite, ChessEnv(profile("baseline")))
+    yield pair
+    for env in pair:
+        env.close()
+
+
+def test_the_floor_reaches_past_the_far_clip_with_the_extent_of_an_infinite_one(envs):
+    infinite, built = envs
+    floor = built.model.geom("floor").id
+    size = built.model.geom_size[floor]
+    assert infinite.model.geom_size[floor][0] == 0  # as compiled: infinite
+    assert size[0] == size[1] > built.model.vis.map.zfar * built.model.stat.extent
+    assert size[2] == scene_module.FLOOR_GRID_M / 2
+    assert built.model.stat.extent == infinite.model.stat.extent  # the same clipping distances
+
+
+def test_the_floor_changes_no_physics_and_observations_by_a_few_levels(envs):
+    infinite, built = envs
+    experts = [ExpertDriver(env) for env in envs]
+    for env in envs:
+        env.reset(seed=5500001, options={"index": 9})
+    for _ in range(4):
+        old, new = infinite.observation_images(), built.observation_images()
+        for name in old:
+            difference = np.abs(old[name].astype(int) - new[name])
+            assert difference.mean() < 0.2, name
+        for expert in experts:
+            expert.chunk(50)
+        np.testing.assert_array_equal(infinite.data.qpos, built.data.qpos)
