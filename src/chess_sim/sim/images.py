@@ -41,8 +41,11 @@ def resize_image(image: np.ndarray, height: int, width: int) -> np.ndarray:
     rows = resize_matrix(image.shape[0], height)
     columns = resize_matrix(image.shape[1], width)
     source_height, source_width, channels = image.shape
-    # Two plain matrix products over contiguous (pixels, rest) layouts: ~2 ms for 256 -> 96 on one core.
-    by_column = image.transpose(1, 0, 2).reshape(source_width, source_height * channels).astype(np.float32)
+    # Two plain matrix products over contiguous (pixels, rest) layouts: ~1 ms for 256 -> 96 on one core. The
+    # transposed copy converts as it copies. (Sparse products take a quarter of the time but round ~0.2% of the
+    # values the other way, which changes outcomes as any change of the observation does; issue #21.)
+    by_column = np.ascontiguousarray(image.transpose(1, 0, 2), dtype=np.float32).reshape(source_width,
+                                                                                       source_height * channels)
     narrow = (columns @ by_column).reshape(width, source_height, channels).transpose(1, 0, 2)
     resized = (rows @ narrow.reshape(source_height, width * channels)).reshape(height, width, channels)
     return np.clip(np.rint(resized), 0, 255).astype(np.uint8)
