@@ -4,12 +4,15 @@
                                            [--envs N] [--eval-episodes 200] [--denoise-steps K --time-power P]
 
 Each repeat collects `episodes` training episodes exactly as `chess-sim rl` does (the compact profile: its noise,
-start spread, simulator count and observation size), then replays the same number of the rollout's own chunks as
-bare physics (`mj_step` only, `VecChessEnv.physics_many`) on the same worker processes, one chunk per simulator
-per round, each from a simulator's episode start. `ratio` = rollout decisions/s over raw physics decisions/s;
-the headline figures are medians over the repeats. The core-second split sums the workers' physics (with
-judging), rendering (with the resize to the policy's input) and resets, and this process's policy decisions, all
-in CPU seconds (true when the processes share the cores).
+start spread, simulator count and observation size), then replays every episode's chunks as bare physics (`mj_step`
+only, `VecChessEnv.physics_many`) on the same worker processes: each episode from its reset through the states the
+rollout went through (the physics is deterministic), its last chunk cut where the episode ended, the simulators in
+parallel, one chunk each per round, the resets untimed. `ratio` = rollout decisions/s over raw physics decisions/s;
+the headline figures are medians over the repeats. Until December 6, 2026 the replay ran every chunk from an episode
+start instead (a chunk made for the middle of an episode, from the arm's rest pose: fewer contacts, cheaper
+physics); `ratio_chunks_from_starts` keeps that measure for comparison with older figures.
+The core-second split sums the workers' physics (with judging), rendering (with the resize to the policy's input)
+and resets, and this process's policy decisions, all in CPU seconds (true when the processes share the cores).
 `eval_200_s` is the wall time of a noise-free evaluation of the policy on the first `eval-episodes` test scenes
 (0 skips it). `--denoise-steps` and `--time-power` sample the chain with K steps on the grid t_k = (1 - k/K)^p in
 the rollouts and the evaluation (0: the policy's own).
@@ -23,6 +26,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections import deque
 from dataclasses import replace
 from pathlib import Path
 
@@ -45,11 +49,12 @@ FIRST_SCENE = 900_000
 
 
 class _Recording(RolloutDriver):
-    """The training rollout's driver, keeping every chunk it decides (for the raw-physics replay)."""
+    """The training rollout's driver, keeping every episode's chunks (for the raw-physics replay)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.chunks: list[np.ndarray] = []
+        self.episodes: dict[int, list[np.ndarray]] = {}
+        """Each episode's chunks by scene index, in order, the last cut to the actions executed."""
         self.policy_cpu_s = 0.0
         self.rows_computed = 0
 
@@ -58,8 +63,18 @@ class _Recording(RolloutDriver):
         chunks = super().decide(episodes)
         self.policy_cpu_s += time.process_time() - began
         self.rows_computed += -(-len(episodes) // DECISION_ROWS) * DECISION_ROWS
-        self.chunks.extend(chunks.values())
+        for worker, episode in episodes.items():
+            self.episodes.setdefault(episode.index, []).append(chunks[worker])
         return chunks
+
+    def step(self, episode, result):
+        chunks = self.episodes[episode.index]
+        chunks[-1] = chunks[-1][:result.info["executed"]]
+        return super().step(episode, result)
+
+    def forget(self, episode):
+        self.episodes.pop(episode.index, None)  # it starts again from its reset
+        super().forget(episode)
 
 
 def rollout(model, vec, cfg, first: int, generator) -> dict:
@@ -68,19 +83,45 @@ def rollout(model, vec, cfg, first: int, generator) -> dict:
     began = time.perf_counter()
     drive(vec, cfg.run.train_seed, list(range(first, first + cfg.run.episodes)), driver, clock=clock)
     wall = time.perf_counter() - began
-    decisions = len(driver.chunks)
-    raw = raw_physics(vec, cfg.run.train_seed, first, driver.chunks)
+    decisions = sum(len(chunks) for chunks in driver.episodes.values())
+    raw = replayed_physics(vec, cfg.run.train_seed, driver.episodes)
+    from_starts = physics_from_starts(vec, cfg.run.train_seed, first,
+                                      [chunk for _, chunks in sorted(driver.episodes.items()) for chunk in chunks])
     core = {"physics": driver.parts["physics"], "rendering": driver.parts["render"],
             "policy": driver.policy_cpu_s, "resets": driver.parts["resets"]}
     return {"decisions": decisions, "episodes": len(driver.rows), "wall_s": wall,
             "decisions_per_s": decisions / wall, "raw_physics_decisions_per_s": decisions / raw,
-            "ratio": raw / wall, "block_fill": decisions / driver.rows_computed, "core_s": core,
+            "ratio": raw / wall, "ratio_chunks_from_starts": from_starts / wall,
+            "block_fill": decisions / driver.rows_computed, "core_s": core,
             "main_process_wall_s": {
                 "decide": clock["decide"], "waiting_for_simulators": clock["env"]}}
 
 
-def raw_physics(vec, seed: int, first: int, chunks: list[np.ndarray]) -> float:
-    """Wall seconds for the bare physics of `chunks` on all simulators in parallel, one chunk each per round."""
+def replayed_physics(vec, seed: int, episodes: dict[int, list[np.ndarray]]) -> float:
+    """Wall seconds for the bare physics of every episode's chunks, each episode replayed from its reset on one
+    simulator, all simulators in parallel, one chunk each per round; the resets are not timed."""
+    pending = deque(sorted(episodes.items()))
+    running: dict[int, deque] = {}
+    wall = 0.0
+    while pending or running:
+        starting = {}
+        for env in range(vec.n):
+            if env not in running and pending:
+                index, chunks = pending.popleft()
+                running[env], starting[env] = deque(chunks), (seed, index)
+        if starting:
+            vec.reset_many(starting)
+        batch = {env: chunks.popleft() for env, chunks in running.items()}
+        began = time.perf_counter()
+        vec.physics_many(batch, advance=True)
+        wall += time.perf_counter() - began
+        running = {env: chunks for env, chunks in running.items() if chunks}
+    return wall
+
+
+def physics_from_starts(vec, seed: int, first: int, chunks: list[np.ndarray]) -> float:
+    """Wall seconds for the bare physics of `chunks` run each from a simulator's episode start (the measure before
+    December 6, 2026), all simulators in parallel, one chunk each per round."""
     vec.reset_many({env: (seed, first + env) for env in range(vec.n)})
     wall = 0.0
     for start in range(0, len(chunks), vec.n):
@@ -118,7 +159,7 @@ def main() -> None:
         "envs": cfg.run.envs, "processes": processes, "cores": os.cpu_count(),
         "observation_size": env_cfg.camera.observation_size, "episodes_per_repeat": args.episodes,
         **{key: statistics.median(r[key] for r in repeats)
-           for key in ("decisions_per_s", "raw_physics_decisions_per_s", "ratio")},
+           for key in ("decisions_per_s", "raw_physics_decisions_per_s", "ratio", "ratio_chunks_from_starts")},
         "ratio_target": 0.4, "repeats": repeats,
     }
     total = {part: sum(r["core_s"][part] for r in repeats) for part in repeats[0]["core_s"]}

@@ -210,11 +210,13 @@ class ChessEnv(gym.Env):
         """(6,) float32 joint targets that hold the rest pose, in LeRobot units."""
         return self.units.to_units(self.rest_rad).astype(np.float32)
 
-    def time_physics(self, actions) -> float:
+    def time_physics(self, actions, advance: bool = False) -> float:
         """Seconds that the bare physics (`mj_step` only: no judge, reward or observation) of a chunk (T, 6) takes
-        from the current state, run on a scratch copy: the episode is left as it was."""
+        from the current state, run on a scratch copy (the episode is left as it was), or with `advance` on the
+        episode's own state, which the chunk then moves on (its judge, step count and rewards stay behind: this
+        replays an episode's chunks through the states it went through, for benchmarks)."""
         controls = self._to_ctrl(np.asarray(actions, dtype=np.float64))
-        data = copy.copy(self.data)
+        data = self.data if advance else copy.copy(self.data)
         started = time.perf_counter()
         for ctrl in controls:
             data.ctrl[:] = ctrl

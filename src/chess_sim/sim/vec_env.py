@@ -118,7 +118,8 @@ def _answer(simulator: Simulator, command: str, payload):
             info["expert_solvable"] = simulator.expert.solves()
         return observation, info
     if command == "physics":
-        return env.time_physics(payload)
+        chunk, advance = payload
+        return env.time_physics(chunk, advance)
     what, film, *then = payload
     answer = env.step_chunk(what, film=film) if command == "step" else simulator.expert.chunk(what, film=film)
     info = answer[-1]
@@ -234,17 +235,18 @@ class VecChessEnv:
         """{env: T}: the scripted expert drives each named simulator for up to T steps (as `step_many`)."""
         return self._exchange({env: ("expert", (count, env in film)) for env, count in steps.items()})
 
-    def physics_many(self, chunks: dict[int, np.ndarray]) -> dict[int, float]:
-        """{env: chunk (T, 6)} -> {env: seconds of `mj_step` alone for the chunk} (`ChessEnv.time_physics`; the
-        episodes are left as they were): raw physics speed on these same processes, for benchmarks."""
-        return self._exchange({env: ("physics", np.asarray(chunk)) for env, chunk in chunks.items()})
+    def physics_many(self, chunks: dict[int, np.ndarray], advance: bool = False) -> dict[int, float]:
+        """{env: chunk (T, 6)} -> {env: seconds of `mj_step` alone for the chunk} (`ChessEnv.time_physics`: the
+        episodes are left as they were, or with `advance` moved on by their chunks): raw physics speed on these
+        same processes, for benchmarks."""
+        return self._exchange({env: ("physics", (np.asarray(chunk), advance)) for env, chunk in chunks.items()})
 
     def _exchange(self, commands: dict[int, tuple]) -> dict[int, object]:
         return self.collect(self.submit(commands))
 
     def submit(self, commands: dict[int, tuple[str, object]]) -> "Ticket":
         """Send commands without waiting: {env: ("reset", (seed, index[, options])) | ("step", (chunk, film[, then]))
-        | ("expert", (T, film[, then])) | ("physics", chunk)}. A step or expert chunk with `then` = (seed, index[,
+        | ("expert", (T, film[, then])) | ("physics", (chunk, advance))}. A step or expert chunk with `then` = (seed, index[,
         options]) resets the simulator to that scene as soon as its episode ends within the chunk (its answer's
         `next_episode`), saving the caller a round trip; None goes on with nothing. The simulators work while the
         caller does something else; `collect` the tickets in the order they were submitted (each process answers
