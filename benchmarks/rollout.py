@@ -55,6 +55,8 @@ class _Recording(RolloutDriver):
         super().__init__(*args, **kwargs)
         self.episodes: dict[int, list[np.ndarray]] = {}
         """Each episode's chunks by scene index, in order, the last cut to the actions executed."""
+        self.decided: list[np.ndarray] = []
+        """Every chunk as decided, uncut (the measure before December 6, 2026)."""
         self.policy_cpu_s = 0.0
         self.rows_computed = 0
 
@@ -65,6 +67,7 @@ class _Recording(RolloutDriver):
         self.rows_computed += -(-len(episodes) // DECISION_ROWS) * DECISION_ROWS
         for worker, episode in episodes.items():
             self.episodes.setdefault(episode.index, []).append(chunks[worker])
+        self.decided.extend(chunks.values())
         return chunks
 
     def step(self, episode, result):
@@ -85,8 +88,7 @@ def rollout(model, vec, cfg, first: int, generator) -> dict:
     wall = time.perf_counter() - began
     decisions = sum(len(chunks) for chunks in driver.episodes.values())
     raw = replayed_physics(vec, cfg.run.train_seed, driver.episodes)
-    from_starts = physics_from_starts(vec, cfg.run.train_seed, first,
-                                      [chunk for _, chunks in sorted(driver.episodes.items()) for chunk in chunks])
+    from_starts = physics_from_starts(vec, cfg.run.train_seed, first, driver.decided)
     core = {"physics": driver.parts["physics"], "rendering": driver.parts["render"],
             "policy": driver.policy_cpu_s, "resets": driver.parts["resets"]}
     return {"decisions": decisions, "episodes": len(driver.rows), "wall_s": wall,

@@ -103,12 +103,12 @@ def test_out_of_range_targets_are_clipped(physics_env):
 
 
 def test_timed_physics_leaves_the_episode_or_replays_its_steps(physics_env):
-    chunk = np.linspace(physics_env.state(), physics_env.state() + 20.0, 30)
     physics_env.reset(seed=5, options={"index": 2})
+    chunk = np.linspace(physics_env.state(), physics_env.state() + 20.0, 30)
     start = physics_env.data.qpos.copy()
     assert physics_env.time_physics(chunk) > 0
     np.testing.assert_array_equal(physics_env.data.qpos, start)  # a scratch copy
-    physics_env.step_chunk(chunk)
+    assert physics_env.step_chunk(chunk)[-1]["executed"] == len(chunk)
     stepped = physics_env.data.qpos.copy()
     physics_env.reset(seed=5, options={"index": 2})
     physics_env.time_physics(chunk, advance=True)

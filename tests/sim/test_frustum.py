@@ -10,14 +10,14 @@ from chess_sim.config import profile
 from chess_sim.sim import env as env_module
 from chess_sim.sim.env import ChessEnv
 from chess_sim.sim.expert import ExpertDriver
-from chess_sim.sim.frustum import MARGIN_M, UNDRAWN_GROUP, culled, outside_view
+from chess_sim.sim.frustum import MARGIN_M, UNDRAWN_GROUP, cullable, culled, outside_view
 
 # A camera at the origin looking down -z (MuJoCo's camera frame equals the world's), 90 degrees vertical field:
 # the side planes are y = +-|z| and, at aspect 2, x = +-2|z|.
 SPHERES = {
     "ahead": (0.0, 0.0, -1.0, 0.1),
     "past_the_top": (0.0, 1.5, -1.0, 0.1),
-    "touching_the_top": (0.0, 1.1, -1.0, 0.1),  # centre outside, sphere reaching in (distance 0.07 < 0.1)
+    "touching_the_top": (0.0, 1.148, -1.0, 0.1),  # centre 0.1047 past the plane: kept by the margin alone
     "inside_only_at_aspect_2": (1.5, 0.0, -1.0, 0.1),
     "behind": (0.0, 0.0, 1.0, 0.1),
 }
@@ -48,9 +48,29 @@ def test_spheres_wholly_beyond_a_side_plane_are_culled(scene):
 
 def test_the_margin_keeps_a_sphere_grazing_the_edge(scene):
     model, data = scene
-    # distance of the sphere's centre past the top plane y = -z: (y + z) / sqrt(2)
-    assert (1.1 - 1.0) / np.sqrt(2) < 0.1 + MARGIN_M
+    # distance of the sphere's centre past the top plane y = -z: (y + z) / sqrt(2), beyond the radius alone
+    assert 0.1 < (1.148 - 1.0) / np.sqrt(2) < 0.1 + MARGIN_M
     assert "touching_the_top" not in culled_names(model, data, aspect=1.0)
+
+
+@pytest.mark.parametrize("change", ["shadows", "reflections", "orthographic"])
+def test_nothing_is_culled_where_unseen_geoms_can_show(change):
+    model = mujoco.MjModel.from_xml_string(XML.replace("<worldbody>", '<asset><material name="m"/></asset><worldbody>'
+                                                       '<light pos="0 0 1" castshadow="false"/>'))
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    camera = model.camera("eye").id
+    assert cullable(model, camera)
+    if change == "shadows":
+        model.light_castshadow[0] = True
+    elif change == "reflections":
+        model.mat_reflectance[0] = 0.5
+    else:
+        model.cam_projection[camera] = mujoco.mjtProjection.mjPROJ_ORTHOGRAPHIC
+    assert not cullable(model, camera)
+    before = model.geom_group.copy()
+    with culled(model, data, camera, aspect=1.0):
+        np.testing.assert_array_equal(model.geom_group, before)
 
 
 def test_planes_are_never_culled(scene):
@@ -73,6 +93,7 @@ def test_camera_images_are_pixel_identical_with_and_without_culling(monkeypatch)
     env.reset(seed=5500001, options={"index": 3})
     expert = ExpertDriver(env)
     for _ in range(3):
+        assert cullable(env.model, env.scene.cameras["wrist"])
         drawn = env.model.geom_group <= 2
         assert outside_view(env.model, env.data, env.scene.cameras["wrist"], 1.0)[drawn].any()  # something to cull
         culled_images = env.camera_images()

@@ -1,9 +1,13 @@
-"""The scene's floor as drawn: finite and coarse, yet the same physics and nearly the same images."""
+"""The scene as drawn: a finite, coarse floor and simplified meshes, with the same physics."""
 
+from dataclasses import replace
+
+import mujoco
 import numpy as np
 import pytest
 
 from chess_sim.config import profile
+from chess_sim.sim import assets
 from chess_sim.sim import scene as scene_module
 from chess_sim.sim.env import ChessEnv
 from chess_sim.sim.expert import ExpertDriver
@@ -32,7 +36,7 @@ def test_the_floor_reaches_past_the_far_clip_with_the_extent_of_an_infinite_one(
     assert built.model.stat.extent == infinite.model.stat.extent  # the same clipping distances
 
 
-def test_the_floor_changes_no_physics_and_observations_by_a_few_levels(envs):
+def test_the_floor_changes_observations_by_a_fraction_of_a_level(envs):
     infinite, built = envs
     experts = [ExpertDriver(env) for env in envs]
     for env in envs:
@@ -40,8 +44,27 @@ def test_the_floor_changes_no_physics_and_observations_by_a_few_levels(envs):
     for _ in range(4):
         old, new = infinite.observation_images(), built.observation_images()
         for name in old:
-            difference = np.abs(old[name].astype(int) - new[name])
-            assert difference.mean() < 0.5, name
+            assert np.abs(old[name].astype(int) - new[name]).mean() < 0.5, name
         for expert in experts:
             expert.chunk(50)
-        np.testing.assert_array_equal(infinite.data.qpos, built.data.qpos)
+
+
+def test_the_physics_does_not_depend_on_the_render_meshes(monkeypatch):
+    """The arm links' collision hulls come from their own meshes (`COLLISION_CELL_M`), whatever the render meshes'
+    detail."""
+    physics = replace(profile("baseline"), render=False)
+    coarse = ChessEnv(physics)
+    render_mesh_dir = assets.render_mesh_dir
+    monkeypatch.setattr(assets, "render_mesh_dir", lambda cell=0.002: render_mesh_dir(cell))
+    fine = ChessEnv(physics)
+    names = [coarse.model.mesh(coarse.model.geom_dataid[g]).name for g in range(coarse.model.ngeom)
+             if coarse.model.geom_contype[g] == 2 and coarse.model.geom_type[g] == mujoco.mjtGeom.mjGEOM_MESH]
+    assert names and all(name.startswith("collision_") for name in names)
+    assert coarse.model.nmeshface != fine.model.nmeshface  # the render meshes differ
+    experts = [ExpertDriver(env) for env in (coarse, fine)]
+    for env in (coarse, fine):
+        env.reset(seed=5500001, options={"index": 4})
+    for _ in range(6):
+        for expert in experts:
+            expert.chunk(50)
+        np.testing.assert_array_equal(coarse.data.qpos, fine.data.qpos)

@@ -5,6 +5,9 @@ wrist camera sees a corner of the board: ~20 of the scene's 54 drawn geoms lie o
 sphere lies wholly beyond one of the frustum's four side planes draws no pixel, so leaving it out gives the same
 image (checked pixel for pixel in `tests/sim/test_frustum.py`). Planes (bounding radius 0: infinite) are always
 drawn; so is anything in front of the near plane or past the far one, which the side planes alone do not cull.
+A geom outside the view can still show in it through a shadow or a reflection, and the frustum here is that of a
+perspective camera given by its vertical field: with shadows or reflective materials in the model, or for an
+orthographic camera or one given by its sensor, nothing is culled.
 """
 
 from __future__ import annotations
@@ -38,10 +41,21 @@ def outside_view(model: mujoco.MjModel, data: mujoco.MjData, camera: int, aspect
     return beyond & (model.geom_rbound > 0)
 
 
+def cullable(model: mujoco.MjModel, camera: int) -> bool:
+    """Whether geoms outside `camera`'s view leave its image as it is (see the module docstring)."""
+    shadows = model.vis.quality.shadowsize > 0 and bool(model.light_castshadow.any())
+    reflections = bool((model.mat_reflectance > 0).any())
+    perspective = model.cam_projection[camera] == mujoco.mjtProjection.mjPROJ_PERSPECTIVE
+    return perspective and not model.cam_sensorsize[camera].any() and not shadows and not reflections
+
+
 @contextlib.contextmanager
 def culled(model: mujoco.MjModel, data: mujoco.MjData, camera: int, aspect: float):
     """Within the block, the geoms outside the camera's view (`outside_view`) are in `UNDRAWN_GROUP`: a scene
     updated for that camera leaves them out. Their groups are restored afterwards."""
+    if not cullable(model, camera):
+        yield
+        return
     groups = model.geom_group.copy()
     model.geom_group[outside_view(model, data, camera, aspect)] = UNDRAWN_GROUP
     try:

@@ -42,6 +42,9 @@ JAW_FRICTION = (1.0, 0.005, 0.0001)
 ARM_COLLISION_BODIES = ("upper_arm", "lower_arm", "wrist")
 """Links whose convex hulls collide with pieces; the gripper body's hull would fill the gap between the jaws,
 so the jaws get primitive boxes instead."""
+COLLISION_CELL_M = 0.002
+"""Grid cell of the simplified meshes whose convex hulls are those links' collision shapes: fixed here, so that
+the physics stays the same whatever detail the render meshes (`assets.RENDER_CELL_M`) have."""
 
 FRONT_CAMERA = ((0.52, 0.0, 0.30), (0.21, 0.0, 0.03))
 """(position, look-at) of the fixed `front` camera: across the board, facing the robot."""
@@ -156,6 +159,7 @@ def _configure_arm(spec: mujoco.MjSpec, cfg: EnvConfig) -> None:
             continue
         if body in ARM_COLLISION_BODIES and geom.type == mujoco.mjtGeom.mjGEOM_MESH:
             geom.contype, geom.conaffinity, geom.group = 2, 0, 3
+            geom.meshname = _collision_mesh(spec, geom.meshname)
         else:  # the wheel's mesh hulls of the base/gripper and its tiny fingertip boxes
             spec.delete(geom)
     for camera in list(spec.cameras):
@@ -203,6 +207,17 @@ TABLE_TOP = 0.0
 """Height of the table's top: parked and captured pieces stand on it (the board's top is `Scene.board_top`)."""
 CAPTURE_AREA_RGBA = [0.15, 0.45, 0.25, 1.0]
 """The capture area's strip on the table (green felt): unlike any piece or board colour."""
+
+
+def _collision_mesh(spec: mujoco.MjSpec, name: str) -> str:
+    """The name of a copy of mesh asset `name` read from the `COLLISION_CELL_M` meshes, added on first use."""
+    copy_name = f"collision_{name}"
+    if spec.mesh(copy_name) is None:
+        source = spec.mesh(name)
+        spec.add_mesh(name=copy_name, file=str(assets.render_mesh_dir(COLLISION_CELL_M) / source.file),
+                      scale=source.scale, refpos=source.refpos, refquat=source.refquat,
+                      maxhullvert=source.maxhullvert, inertia=source.inertia)
+    return copy_name
 
 
 def _add_table_and_board(spec: mujoco.MjSpec, cfg: EnvConfig) -> None:

@@ -246,11 +246,11 @@ class VecChessEnv:
 
     def submit(self, commands: dict[int, tuple[str, object]]) -> "Ticket":
         """Send commands without waiting: {env: ("reset", (seed, index[, options])) | ("step", (chunk, film[, then]))
-        | ("expert", (T, film[, then])) | ("physics", (chunk, advance))}. A step or expert chunk with `then` = (seed, index[,
-        options]) resets the simulator to that scene as soon as its episode ends within the chunk (its answer's
-        `next_episode`), saving the caller a round trip; None goes on with nothing. The simulators work while the
-        caller does something else; `collect` the tickets in the order they were submitted (each process answers
-        in order)."""
+        | ("expert", (T, film[, then])) | ("physics", (chunk, advance))}. A step or expert chunk with `then` =
+        (seed, index[, options]) resets the simulator to that scene as soon as its episode ends within the chunk
+        (its answer's `next_episode`), saving the caller a round trip; None goes on with nothing. The simulators
+        work while the caller does something else; `collect` the tickets in the order they were submitted (each
+        process answers in order)."""
         ticket = Ticket(commands={env: command for env, (command, _) in commands.items()})
         for env, (command, payload) in commands.items():
             if command == "reset":
