@@ -34,18 +34,55 @@ def resize_matrix(source: int, target: int) -> np.ndarray:
     return weights
 
 
+BAND_ROWS = 8
+"""Output pixels per band of `resize_bands` (the fastest of 4-32 for 256 -> 96 on one core)."""
+
+
+@lru_cache(maxsize=16)
+def resize_bands(source: int, target: int) -> tuple[tuple[int, int, int, np.ndarray], ...]:
+    """`resize_matrix(source, target)` cut into bands of `BAND_ROWS` output pixels, each band (first output, first
+    input, last input + 1, its weights over those inputs): the inputs outside a band have zero weight in all its
+    rows."""
+    matrix = resize_matrix(source, target)
+    bands = []
+    for first in range(0, target, BAND_ROWS):
+        rows = matrix[first:first + BAND_ROWS]
+        used = np.flatnonzero(rows.any(axis=0))
+        weights = np.ascontiguousarray(rows[:, used[0]:used[-1] + 1])
+        weights.setflags(write=False)
+        bands.append((first, int(used[0]), int(used[-1]) + 1, weights))
+    return tuple(bands)
+
+
+def _resize_rows(values: np.ndarray, target: int) -> np.ndarray:
+    """(source, M) float32 -> (target, M) float32: `resize_matrix(source, target) @ values`, bit for bit. Each band
+    multiplies only the inputs it weighs: a zero weight adds nothing to a product's running sum, and the matrix
+    kernel sums each output over the inputs in order, so the band gives the whole product's bits in a seventh of
+    its arithmetic (`tests/sim/test_images.py` checks the bits against the whole product)."""
+    out = np.empty((target, values.shape[1]), dtype=np.float32)
+    for first, start, stop, weights in resize_bands(values.shape[0], target):
+        np.matmul(weights, values[start:stop], out=out[first:first + len(weights)])
+    return out
+
+
+def _swap_axes(image: np.ndarray) -> np.ndarray:
+    """(H, W, C) -> a contiguous (W, H, C) copy, moving each pixel's C values as one item (several times faster
+    than NumPy's element-wise transposed copy)."""
+    height, width, channels = image.shape
+    pixel = np.dtype((np.void, channels * image.itemsize))
+    moved = np.ascontiguousarray(np.ascontiguousarray(image).view(pixel).reshape(height, width).T)
+    return moved.view(image.dtype).reshape(width, height, channels)
+
+
 def resize_image(image: np.ndarray, height: int, width: int) -> np.ndarray:
-    """(H, W, 3) uint8 -> (height, width, 3) uint8, antialiased bilinear, rounded to the nearest level."""
+    """(H, W, 3) uint8 -> (height, width, 3) uint8, antialiased bilinear, rounded to the nearest level: the columns,
+    then the rows, each a float32 matrix product (`_resize_rows`; ~0.3 ms for 256 -> 96 on one core)."""
     if image.shape[:2] == (height, width):
         return image.copy()
-    rows = resize_matrix(image.shape[0], height)
-    columns = resize_matrix(image.shape[1], width)
     source_height, source_width, channels = image.shape
-    # Two plain matrix products over contiguous (pixels, rest) layouts: ~1 ms for 256 -> 96 on one core. The
-    # transposed copy converts as it copies. (Sparse products take a quarter of the time but round ~0.2% of the
-    # values the other way, which changes outcomes as any change of the observation does; issue #21.)
-    by_column = np.ascontiguousarray(image.transpose(1, 0, 2), dtype=np.float32).reshape(source_width,
-                                                                                       source_height * channels)
-    narrow = (columns @ by_column).reshape(width, source_height, channels).transpose(1, 0, 2)
-    resized = (rows @ narrow.reshape(source_height, width * channels)).reshape(height, width, channels)
+    # (Sparse products or other summation orders round ~0.2% of the values the other way, which changes outcomes
+    # as any change of the observation does; issue #21.)
+    by_column = _swap_axes(image).astype(np.float32).reshape(source_width, source_height * channels)
+    narrow = _swap_axes(_resize_rows(by_column, width).reshape(width, source_height, channels))
+    resized = _resize_rows(narrow.reshape(source_height, width * channels), height).reshape(height, width, channels)
     return np.clip(np.rint(resized), 0, 255).astype(np.uint8)
