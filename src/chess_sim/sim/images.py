@@ -55,10 +55,13 @@ def resize_bands(source: int, target: int) -> tuple[tuple[int, int, int, np.ndar
 
 
 def _resize_rows(values: np.ndarray, target: int) -> np.ndarray:
-    """(source, M) float32 -> (target, M) float32: `resize_matrix(source, target) @ values`, bit for bit. Each band
-    multiplies only the inputs it weighs: a zero weight adds nothing to a product's running sum, and the matrix
-    kernel sums each output over the inputs in order, so the band gives the whole product's bits in a seventh of
-    its arithmetic (`tests/sim/test_images.py` checks the bits against the whole product)."""
+    """(source, M) float32 -> (target, M) float32: `resize_matrix(source, target) @ values`, each band multiplying
+    only the inputs it weighs (for 256 -> 96, ~24 of 256: a tenth of the arithmetic). A zero weight adds nothing to a
+    running sum, so where the matrix kernel sums each output over its inputs in order, one block, the bands give the
+    whole product's bits: OpenBLAS does for 256 -> 96, the observations' shape (`tests/sim/test_images.py` checks
+    the bits); other shapes may take kernels that sum in another order, and agree to float32 rounding. The order is
+    what matters: sparse-matrix libraries and other summation orders round ~0.2% of the resized values the other
+    way, which changes outcomes as any change of the observation does (issue #21)."""
     out = np.empty((target, values.shape[1]), dtype=np.float32)
     for first, start, stop, weights in resize_bands(values.shape[0], target):
         np.matmul(weights, values[start:stop], out=out[first:first + len(weights)])
@@ -75,13 +78,11 @@ def _swap_axes(image: np.ndarray) -> np.ndarray:
 
 
 def resize_image(image: np.ndarray, height: int, width: int) -> np.ndarray:
-    """(H, W, 3) uint8 -> (height, width, 3) uint8, antialiased bilinear, rounded to the nearest level: the columns,
+    """(H, W, C) uint8 -> (height, width, C) uint8, antialiased bilinear, rounded to the nearest level: the columns,
     then the rows, each a float32 matrix product (`_resize_rows`; ~0.3 ms for 256 -> 96 on one core)."""
     if image.shape[:2] == (height, width):
         return image.copy()
     source_height, source_width, channels = image.shape
-    # (Sparse products or other summation orders round ~0.2% of the values the other way, which changes outcomes
-    # as any change of the observation does; issue #21.)
     by_column = _swap_axes(image).astype(np.float32).reshape(source_width, source_height * channels)
     narrow = _swap_axes(_resize_rows(by_column, width).reshape(width, source_height, channels))
     resized = _resize_rows(narrow.reshape(source_height, width * channels), height).reshape(height, width, channels)
