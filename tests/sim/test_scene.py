@@ -36,7 +36,7 @@ def test_the_floor_reaches_past_the_far_clip_with_the_extent_of_an_infinite_one(
     assert built.model.stat.extent == infinite.model.stat.extent  # the same clipping distances
 
 
-def test_the_floor_changes_observations_by_a_fraction_of_a_level(envs):
+def test_the_floor_changes_no_physics_and_observations_by_a_fraction_of_a_level(envs):
     infinite, built = envs
     experts = [ExpertDriver(env) for env in envs]
     for env in envs:
@@ -47,6 +47,7 @@ def test_the_floor_changes_observations_by_a_fraction_of_a_level(envs):
             assert np.abs(old[name].astype(int) - new[name]).mean() < 0.5, name
         for expert in experts:
             expert.chunk(50)
+        np.testing.assert_array_equal(infinite.data.qpos, built.data.qpos)
 
 
 def test_the_physics_does_not_depend_on_the_render_meshes(monkeypatch):
