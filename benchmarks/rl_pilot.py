@@ -85,8 +85,8 @@ def main() -> None:
              for a in references for b in ("best", "last")}
     updates = [line for line in log if line["iteration"] > 0]
     rollout = sum(line["rollout_s"] for line in updates)
-    parts = {key: sum(line["rollout_parts"][key] for line in updates)
-             for key in ("prep", "sample", "physics", "render", "resets", "env")}
+    parts = {key: sum(line["rollout_parts"].get(key, 0.0) for line in updates)  # `policy` since December 6, 2026
+             for key in ("prep", "sample", "policy", "physics", "render", "resets", "env")}
     print(json.dumps({
         "iterations": len(updates), "minutes": log[-1]["elapsed_s"] / 60, "curve": curve,
         "val_rise_points": 100 * (max(c["val_success"] for c in curve) - curve[0]["val_success"]),

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/rollout.py [--policy models/baseline] [--episodes 512] [--repeats 3]
                                            [--envs N] [--eval-episodes 200] [--denoise-steps K --time-power P]
+                                           [--no-policy-in-simulators]
 
 Each repeat collects `episodes` training episodes exactly as `chess-sim rl` does (the compact profile: its noise,
 start spread, simulator count and observation size), then replays every episode's chunks as bare physics (`mj_step`
@@ -12,7 +13,8 @@ the headline figures are medians over the repeats. Until December 6, 2026 the re
 start instead (a chunk made for the middle of an episode, from the arm's rest pose: fewer contacts, cheaper
 physics); `ratio_chunks_from_starts` keeps that measure for comparison with older figures.
 The core-second split sums the workers' physics (with judging), rendering (with the resize to the policy's input)
-and resets, and this process's policy decisions, all in CPU seconds (true when the processes share the cores).
+and resets, and the policy's decisions (in the simulators' processes under the profile's `policy_in_simulators`,
+else in this process), all in CPU seconds (true when the processes share the cores).
 `eval_200_s` is the wall time of a noise-free evaluation of the policy on the first `eval-episodes` test scenes
 (0 skips it). `--denoise-steps` and `--time-power` sample the chain with K steps on the grid t_k = (1 - k/K)^p in
 the rollouts and the evaluation (0: the policy's own).
@@ -57,20 +59,26 @@ class _Recording(RolloutDriver):
         """Each episode's chunks by scene index, in order, the last cut to the actions executed."""
         self.decided: list[np.ndarray] = []
         """Every chunk as decided, uncut (the measure before December 6, 2026)."""
-        self.policy_cpu_s = 0.0
         self.rows_computed = 0
 
+    def _keep(self, episode, chunk) -> None:
+        self.episodes.setdefault(episode.index, []).append(chunk)
+        self.decided.append(chunk)
+
     def decide(self, episodes):
-        began = time.process_time()
         chunks = super().decide(episodes)
-        self.policy_cpu_s += time.process_time() - began
         self.rows_computed += -(-len(episodes) // DECISION_ROWS) * DECISION_ROWS
-        for worker, episode in episodes.items():
-            self.episodes.setdefault(episode.index, []).append(chunks[worker])
-        self.decided.extend(chunks.values())
+        for worker, episode in sorted(episodes.items()):
+            self._keep(episode, chunks[worker])
         return chunks
 
+    def draws(self, episodes):  # each call is one process's batch
+        self.rows_computed += -(-len(episodes) // DECISION_ROWS) * DECISION_ROWS
+        return super().draws(episodes)
+
     def step(self, episode, result):
+        if "actions" in result.info:  # decided in the simulator's process
+            self._keep(episode, result.info["actions"])
         chunks = self.episodes[episode.index]
         chunks[-1] = chunks[-1][:result.info["executed"]]
         return super().step(episode, result)
@@ -83,19 +91,19 @@ class _Recording(RolloutDriver):
 def rollout(model, vec, cfg, first: int, generator) -> dict:
     driver = _Recording.for_run(model, generator, Storage(), cfg)
     clock: dict = {}
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     drive(vec, cfg.run.train_seed, list(range(first, first + cfg.run.episodes)), driver, clock=clock)
-    wall = time.perf_counter() - began
+    wall, main_cpu = time.perf_counter() - began, time.process_time() - cpu
     decisions = sum(len(chunks) for chunks in driver.episodes.values())
     raw = replayed_physics(vec, cfg.run.train_seed, driver.episodes)
     from_starts = physics_from_starts(vec, cfg.run.train_seed, first, driver.decided)
     core = {"physics": driver.parts["physics"], "rendering": driver.parts["render"],
-            "policy": driver.policy_cpu_s, "resets": driver.parts["resets"]}
+            "policy": driver.parts["policy"], "resets": driver.parts["resets"]}
     return {"decisions": decisions, "episodes": len(driver.rows), "wall_s": wall,
             "decisions_per_s": decisions / wall, "raw_physics_decisions_per_s": decisions / raw,
             "ratio": raw / wall, "ratio_chunks_from_starts": from_starts / wall,
             "block_fill": decisions / driver.rows_computed, "core_s": core,
-            "main_process_wall_s": {
+            "main_process_cpu_s": main_cpu, "main_process_wall_s": {
                 "decide": clock["decide"], "waiting_for_simulators": clock["env"]}}
 
 
@@ -144,9 +152,13 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=200)
     parser.add_argument("--denoise-steps", type=int, default=0, help="K of the chain (0: the policy's own)")
     parser.add_argument("--time-power", type=int, default=0, help="p of the chain's time grid (0: the policy's own)")
+    parser.add_argument("--policy-in-simulators", action=argparse.BooleanOptionalAction,
+                        default=compact.run.policy_in_simulators,
+                        help="decide in the simulators' processes (default: the profile's)")
     args = parser.parse_args()
     sampler = {"denoise_steps": args.denoise_steps, "time_power": args.time_power}
-    cfg = replace(compact, run=replace(compact.run, episodes=args.episodes, envs=args.envs, **sampler))
+    cfg = replace(compact, run=replace(compact.run, episodes=args.episodes, envs=args.envs,
+                                       policy_in_simulators=args.policy_in_simulators, **sampler))
     torch.set_num_threads(cfg.run.torch_threads)
     model, _ = build(args.policy, cfg)
     generator = torch.Generator().manual_seed(cfg.run.seed)
@@ -159,6 +171,7 @@ def main() -> None:
     result = {
         "policy": str(args.policy), "denoise_steps": model.policy.steps, "time_power": model.policy.time_power,
         "envs": cfg.run.envs, "processes": processes, "cores": os.cpu_count(),
+        "policy_in_simulators": cfg.run.policy_in_simulators,
         "observation_size": env_cfg.camera.observation_size, "episodes_per_repeat": args.episodes,
         **{key: statistics.median(r[key] for r in repeats)
            for key in ("decisions_per_s", "raw_physics_decisions_per_s", "ratio", "ratio_chunks_from_starts")},

@@ -71,15 +71,16 @@ def lerobot_policies():
 
 @pytest.fixture
 def kill_worker_at_step(monkeypatch):
-    """`kill_worker_at_step(vec_class, call)`: the `call`-th batch of commands with chunks to step that any
-    `vec_class` is sent first SIGKILLs simulator 0's process, so a test sees a worker die mid-episode."""
+    """`kill_worker_at_step(vec_class, call)`: the `call`-th batch of commands with chunks to step (or to decide
+    and step) that any `vec_class` is sent first SIGKILLs simulator 0's process, so a test sees a worker die
+    mid-episode."""
     import signal
 
     def arm(vec_class, call: int) -> None:
         original, calls = vec_class.submit, []
 
         def submit_and_kill(self, commands):
-            if any(command == "step" for command, _ in commands.values()):
+            if any(command in ("step", "act") for command, _ in commands.values()):
                 calls.append(1)
                 if len(calls) == call:
                     os.kill(self.pid(0), signal.SIGKILL)

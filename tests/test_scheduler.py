@@ -143,3 +143,49 @@ def test_filmed_scenes_ask_for_frames_at_their_reset():
     drive(vec, 1, [0, 1, 2], driver, options={"check_expert": True})
     assert vec.reset_options[1] == {"check_expert": True, "film": True}
     assert vec.reset_options[0] == vec.reset_options[2] == {"check_expert": True}
+
+
+class Acting(FakeVec):
+    """FakeVec whose simulators also answer `act` (as a step) and whose processes take an actor."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.actors = []
+
+    def envs_of(self, worker):
+        return list(range(worker, self.n, self.processes))
+
+    def set_actor(self, actor):
+        assert not self.queue, "an actor is given while nothing is in flight"
+        self.actors.append(actor)
+
+
+class RemoteRecorder(Recorder):
+    """Decides in the simulators' processes: hands out draws, never decides here."""
+
+    def __init__(self):
+        super().__init__()
+        self.drawn = []
+
+    def actor(self):
+        return "the policy"
+
+    def decide(self, episodes):
+        raise AssertionError("a driver with an actor decides in the simulators' processes")
+
+    def draws(self, episodes):
+        self.drawn.append(sorted(episodes))
+        return {worker: ("draw", worker) for worker in episodes}
+
+
+def test_a_driver_with_an_actor_has_each_process_decide_for_its_own_simulators():
+    vec, driver = Acting(8, 2), RemoteRecorder()
+    drive(vec, 1, list(range(20)), driver)
+    assert vec.actors == ["the policy"]
+    assert sorted(driver.finished) == [(i, 1 + i % 3) for i in range(20)]
+    processes = [set(vec.envs_of(0)), set(vec.envs_of(1))]
+    assert all(set(batch) in processes for batch in driver.drawn[:4])  # whole processes while scenes remain
+    assert all(set(batch) <= processes[0] or set(batch) <= processes[1] for batch in driver.drawn)
+    steps = [(command, payload[0]) for commands in vec.queue_log for env, (command, payload) in commands.items()
+             if command != "reset"]
+    assert steps and all(command == "act" and payload[0] == "draw" for command, payload in steps)

@@ -10,6 +10,12 @@ policy's batch empty); reserved scenes not taken go back to the front of the que
 restarted by `VecChessEnv`, and its episode starts again from its reset: the driver is told to forget it. The
 schedule depends only on the episodes' lengths, so a run is reproducible for a given number of simulators and
 groups.
+
+A driver that offers an actor (`Driver.actor`) decides in the simulators' processes instead: each process holds a
+copy of its policy (`VecChessEnv.set_actor`), the groups are the processes, and a turn sends each running episode
+the driver's random draws for its decision (`Driver.draws`) in an `act` command: the process decides for all its
+episodes in one batch and steps them, and the decisions come back with the results. No process of the policy's
+own then competes with the simulators for the cores.
 """
 
 from __future__ import annotations
@@ -42,6 +48,13 @@ class Driver(Protocol):
         """Whether scene `index` is filmed: its simulator returns the camera frames at the reset and after every
         step (`info["frames"]`)."""
 
+    # Optional: a driver without `actor` decides in this process.
+    def actor(self) -> Any:
+        """The policy for the simulators' processes to decide with (see `sim/host.py`), or None to `decide` here."""
+
+    def draws(self, episodes: dict[int, Any]) -> dict[int, Any]:
+        """With an actor: {worker: the random draws of its episode's next decision} for every running episode."""
+
 
 def groups_of(vec, groups: int) -> list[list[int]]:
     """Simulators split into `groups` turns, each holding simulators of every process (simulator e lives in
@@ -55,6 +68,9 @@ def drive(vec, seed: int, indices: list[int], driver: Driver, options: dict | No
     """Run scenes `(seed, i)` for i in `indices` to their ends, the simulators in `groups` alternating groups.
     `clock` (optional) accumulates seconds under `decide` (the driver) and `env` (waiting for the simulators)
     and counts `rounds` (group turns)."""
+    actor = driver.actor() if hasattr(driver, "actor") else None
+    if actor is not None:
+        vec.set_actor(actor)
     clock = clock if clock is not None else {}
     for key in ("decide", "env", "rounds"):
         clock.setdefault(key, 0)
@@ -62,7 +78,7 @@ def drive(vec, seed: int, indices: list[int], driver: Driver, options: dict | No
     active: dict[int, tuple[int, Any]] = {}
     in_flight: dict[int, tuple[Any, dict[int, int], dict[int, int]]] = {}
     """Each group's submitted ticket, the scenes its resets start and the scenes its chunks hold in reserve."""
-    members = groups_of(vec, groups)
+    members = [vec.envs_of(p) for p in range(vec.processes)] if actor is not None else groups_of(vec, groups)
     options = options or {}
     turn = 0
     while True:
@@ -74,7 +90,8 @@ def drive(vec, seed: int, indices: list[int], driver: Driver, options: dict | No
             answers = vec.collect(ticket)
             clock["env"] += time.perf_counter() - began
             pending.extendleft(reversed(_take(answers, starts, reserved, active, driver)))
-        commands, starts, reserved = _commands(members[group], active, pending, driver, seed, options, clock)
+        commands, starts, reserved = _commands(members[group], active, pending, driver, seed, options, clock,
+                                               remote=actor is not None)
         if commands:
             in_flight[group] = (vec.submit(commands), starts, reserved)
             clock["rounds"] += 1
@@ -106,10 +123,11 @@ def _take(answers: dict, starts: dict[int, int], reserved: dict[int, int], activ
 
 
 def _commands(members: list[int], active: dict, pending: deque, driver: Driver, seed: int, options: dict,
-              clock: dict) -> tuple[dict, dict[int, int], dict[int, int]]:
+              clock: dict, remote: bool) -> tuple[dict, dict[int, int], dict[int, int]]:
     """A group's next batch: a reset for each idle simulator while scenes remain, and a chunk for each running
-    episode (decided now, in one policy batch) with the next pending scene in reserve. Returns the commands, the
-    scenes the resets start and the scenes reserved, by simulator."""
+    episode (decided now, in one policy batch, or with `remote` its draws for its process to decide with) with
+    the next pending scene in reserve. Returns the commands, the scenes the resets start and the scenes reserved,
+    by simulator."""
     def job(index: int) -> tuple:
         return seed, index, {**options, "film": True} if driver.filmed(index) else options
 
@@ -122,11 +140,11 @@ def _commands(members: list[int], active: dict, pending: deque, driver: Driver, 
     running = {worker: active[worker][1] for worker in members if worker in active}
     if running:
         began = time.perf_counter()
-        chunks = driver.decide(running)
+        chunks = driver.draws(running) if remote else driver.decide(running)
         clock["decide"] += time.perf_counter() - began
         for worker in running:
             film = driver.filmed(active[worker][0])
             then = job(reserved.setdefault(worker, pending.popleft())) if pending else None
             commands[worker] = ("expert", (CHUNK, film, then)) if chunks is None else \
-                ("step", (chunks[worker], film, then))
+                ("act" if remote else "step", (chunks[worker], film, then))
     return commands, starts, reserved

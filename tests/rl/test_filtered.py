@@ -145,9 +145,10 @@ def test_rollouts_start_from_the_rollout_spread_whatever_the_policys_start(model
     wide = steered.sample(batch, x0, None, flow=draws, start_spread=1.0)
     assert torch.allclose(own.chain[:, 0], 0.5 * x0) and torch.equal(wide.chain[:, 0], x0)
     filtered = RolloutDriver.for_run(steered, torch.Generator(), Storage(), RL_PROFILES["compact"])
-    assert filtered.start_spread == RL_PROFILES["compact"].filtered.rollout_spread and not filtered.scored
+    assert filtered.policy.start_spread == RL_PROFILES["compact"].filtered.rollout_spread
+    assert not filtered.policy.scored and filtered.actor() is filtered.policy  # decided in the simulators
     ppo = RolloutDriver.for_run(steered, torch.Generator(), Storage(), RL_PROFILES["smolvla"])
-    assert ppo.start_spread is None and ppo.scored
+    assert ppo.policy.start_spread is None and ppo.policy.scored and ppo.actor() is None
     chain_model = FlowRL(model.policy, likelihood="chain")
     with pytest.raises(AssertionError, match="flow surrogate"):
         chain_model.sample(batch, x0, torch.randn(2, SMALL.steps, 50, 6), start_spread=1.0)

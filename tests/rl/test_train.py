@@ -49,7 +49,7 @@ def test_a_run_logs_every_iteration_and_writes_its_checkpoints(full_run):
     assert [line["iteration"] for line in log] == [0, 1, 2, 3]
     for key in (*rl_train.ITERATION_KEYS, *rl_train.UPDATE_KEYS["ppo"], "train_success", "val_success", "val_seconds"):
         assert key in log[1]
-    assert set(log[1]["rollout_parts"]) == {"prep", "sample", "physics", "render", "resets", "env", "rounds"}
+    assert set(log[1]["rollout_parts"]) == {"prep", "sample", "policy", "physics", "render", "resets", "env", "rounds"}
     assert "kl" not in log[1]  # one name per statistic: approx_kl
     for name in ("last", "best", "iter_0002"):
         assert (full_run / name / "model.safetensors").is_file() and (full_run / name / "rl_state.pt").is_file()
@@ -151,12 +151,14 @@ def test_best_is_the_latest_of_tied_validations(policy_dir, tmp_path, monkeypatc
     assert torch.load(tmp_path / "run" / "best" / "rl_state.pt", weights_only=True)["iteration"] == 2
 
 
-def test_a_worker_killed_mid_rollout_is_survived(policy_dir, tmp_path, monkeypatch, kill_worker_at_step):
+@pytest.mark.parametrize("in_simulators", [False, True])
+def test_a_worker_killed_mid_rollout_is_survived(policy_dir, tmp_path, monkeypatch, kill_worker_at_step,
+                                                 in_simulators):
     from chess_sim.sim.vec_env import VecChessEnv
 
     kill_worker_at_step(VecChessEnv, 1)
     monkeypatch.setattr(rl_train, "_validate", lambda *args: {"val_success": 0.0})
-    run(policy_dir, tmp_path / "run", replace_fields(CFG, iterations=1), ENV)
+    run(policy_dir, tmp_path / "run", replace_fields(CFG, iterations=1, policy_in_simulators=in_simulators), ENV)
     log = lines(tmp_path / "run")
     assert log[-1]["iteration"] == 1 and log[-1]["restarts"] >= 1 and log[-1]["train_episodes"] == CFG.run.episodes
 

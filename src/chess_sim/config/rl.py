@@ -32,7 +32,14 @@ class RunConfig:
     """Training episodes per iteration."""
     envs: int = 10
     """Simulators, spread over one worker process per core (or one Ray actor each); two groups take turns, the
-    policy deciding for one while the other simulates: each policy batch holds about envs / 2 decisions."""
+    policy deciding for one while the other simulates: each policy batch holds about envs / 2 decisions (with
+    `policy_in_simulators`, each process decides for its own: envs / processes)."""
+    policy_in_simulators: bool = False
+    """Each simulator process holds a copy of the policy and decides for its own simulators in one batch (the draws
+    still made here), so no process of the policy competes with the simulators for the cores (`benchmarks/
+    rollout.py`, docs/benchmarks.md). Off: this process decides, for each group of
+    simulators in turn (a policy too large to copy into every process, or one Ray actor per simulator, whose
+    batches would hold one decision)."""
     train_seed: int = RL_TRAIN_SEED
     """Training scenes (train_seed, i); i continues across iterations, so no scene repeats. The default is not the
     demonstrations' seed."""
@@ -260,12 +267,12 @@ RL_PROFILES: dict[str, RLConfig] = {
     "smolvla": RLConfig(),
     "compact": RLConfig(
         algorithm="filtered",
-        run=RunConfig(episodes=512, envs=16, torch_threads=1, val_every=1, save_every=1),
+        run=RunConfig(episodes=512, envs=16, torch_threads=1, val_every=1, save_every=1, policy_in_simulators=True),
         ppo=PPOConfig(likelihood="flow", ema=0.999),
         start=StartConfig(steer=True, initial_spread=0.5, spread_lr=0.0, spread_head_lr=0.0),
         filtered=FilteredConfig(anchor=0.25)),
     "compact-spread": RLConfig(
-        run=RunConfig(episodes=64, envs=16, torch_threads=1),
+        run=RunConfig(episodes=64, envs=16, torch_threads=1, policy_in_simulators=True),
         ppo=PPOConfig(epochs=4, minibatch=32, lr=0.0, critic_warmup=2),
         noise=NoiseConfig(sigma_start=0.01, sigma_end=0.001),
         start=StartConfig(steer=True, spread_lr=1e-2, spread_noise=0.3)),

@@ -225,7 +225,8 @@ def _run_defining(args: dict) -> dict:
     """What a resume must keep: the RL settings but the budget (iterations, minutes), the rewards and the
     environment (the policy comes from `last/` and the profile only filled in the settings). Settings added since a
     run began take their defaults, which are what it ran with."""
-    run = {"denoise_steps": RunConfig.denoise_steps, "time_power": RunConfig.time_power, **args["rl"]["run"]}
+    run = {"denoise_steps": RunConfig.denoise_steps, "time_power": RunConfig.time_power,
+           "policy_in_simulators": RunConfig.policy_in_simulators, **args["rl"]["run"]}
     return {"rl": {**args["rl"], "run": {**run, "iterations": 0, "minutes": 0}},
             "reward": args["reward"], "env": args["env"]}
 

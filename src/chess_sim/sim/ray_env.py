@@ -18,7 +18,7 @@ import socket
 from collections import deque
 
 from chess_sim.config import EnvConfig, RewardConfig
-from chess_sim.sim import vec_env
+from chess_sim.sim import host, vec_env
 
 
 class RayBackendError(Exception):
@@ -56,8 +56,8 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
         raise RayBackendError(f"no Ray cluster answers at {address} ({error.strerror or error})") from None
 
 
-class _Host(vec_env.Host):
-    """The actor: a `vec_env.Host` of its simulators (one, unless the cluster has fewer CPUs than simulators),
+class _Host(host.Host):
+    """The actor: a `host.Host` of its simulators (one, unless the cluster has fewer CPUs than simulators),
     answering VecChessEnv's command batches."""
 
     def pid(self) -> int:

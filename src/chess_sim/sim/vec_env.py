@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
-import time
+import pickle
 from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
@@ -26,6 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from chess_sim.config import BACKENDS, EnvConfig, RewardConfig
+from chess_sim.sim.host import WorkerError, serve
 
 SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "LP_NUM_THREADS": "0"}
 """The environment of worker processes: each is one core's work, so its libraries must not spawn threads that
@@ -43,92 +44,6 @@ class StepResult(NamedTuple):
     next_episode: tuple[dict, dict] | None = None
     """(observation, info) of the scene the simulator reset to when the episode ended within the chunk and the
     command named a scene to go on with (`submit`)."""
-
-
-@dataclass(frozen=True)
-class WorkerError:
-    """A command the simulator refused or failed (e.g. a non-finite action): sent back instead of an answer,
-    raised in the caller. Only a dead process is restarted; re-running an episode would fail the same way."""
-
-    message: str
-
-
-class Simulator:
-    """What a worker serves for one simulator: a ChessEnv (rendering through EGL unless the caller chose another
-    backend) and the scripted expert beside it."""
-
-    def __init__(self, cfg: EnvConfig, reward: RewardConfig | None):
-        os.environ.setdefault("MUJOCO_GL", "egl")
-        from chess_sim.sim.env import ChessEnv
-        from chess_sim.sim.expert import ExpertDriver
-
-        self.env = ChessEnv(cfg, reward)
-        self.expert = ExpertDriver(self.env)
-
-    def close(self) -> None:
-        self.env.close()
-
-
-class Host:
-    """The simulators of one worker process, by simulator index; answers a batch of commands in order."""
-
-    def __init__(self, cfg: EnvConfig, reward: RewardConfig | None, envs: list[int]):
-        self.simulators = {env: Simulator(cfg, reward) for env in envs}
-
-    def answer_all(self, batch: list[tuple[int, str, object]]) -> list:
-        return [answer(self.simulators[env], command, payload) for env, command, payload in batch]
-
-    def close(self) -> None:
-        for simulator in self.simulators.values():
-            simulator.close()
-
-
-def _serve(connection, cfg: EnvConfig, reward: RewardConfig | None, envs: list[int]) -> None:
-    host = Host(cfg, reward, envs)
-    try:
-        while True:
-            batch = connection.recv()
-            if batch is None:
-                break
-            connection.send(host.answer_all(batch))
-    except (EOFError, KeyboardInterrupt):
-        pass
-    finally:
-        host.close()
-
-
-def answer(simulator: Simulator, command: str, payload):
-    """A simulator's answer to one command, or a `WorkerError` when it refused or failed it."""
-    try:
-        return _answer(simulator, command, payload)
-    except Exception as error:  # noqa: BLE001 - reported to the caller, which decides
-        return WorkerError(f"{type(error).__name__}: {error}")
-
-
-def _answer(simulator: Simulator, command: str, payload):
-    env = simulator.env
-    started, rendered = time.process_time(), env.render_seconds
-    if command == "reset":
-        seed, index, options = payload
-        observation, info = env.reset(seed=seed, options={"index": index})
-        info["reset_s"] = time.process_time() - started
-        if options.get("film"):
-            info["frames"] = [env.camera_images()]
-        if options.get("check_expert"):
-            info["expert_solvable"] = simulator.expert.solves()
-        return observation, info
-    if command == "physics":
-        chunk, advance = payload
-        return env.time_physics(chunk, advance)
-    what, film, *then = payload
-    answer = env.step_chunk(what, film=film) if command == "step" else simulator.expert.chunk(what, film=film)
-    info = answer[-1]
-    info["render_s"] = env.render_seconds - rendered
-    info["physics_s"] = time.process_time() - started - info["render_s"]
-    ended = answer[2] or answer[3]
-    if ended and then and then[0] is not None:
-        return (*answer, _answer(simulator, "reset", then[0]))
-    return answer
 
 
 def make_vec_env(n: int, cfg: EnvConfig, seconds: float | None = None, reward: RewardConfig | None = None,
@@ -155,7 +70,7 @@ def _as_result(command: str, answer):
         return (answer.observation, answer.info) if isinstance(answer, _Restarted) else answer
     if command == "physics":
         return answer
-    if isinstance(answer, _Restarted):
+    if isinstance(answer, _Restarted):  # a step, an expert chunk or an act
         return StepResult(answer.observation, 0.0, False, False, answer.info)
     return StepResult(*answer)
 
@@ -202,6 +117,8 @@ class VecChessEnv:
         self._generations = [0] * self.processes
         """Restarts of each process so far."""
         self._in_flight: deque[Ticket] = deque()
+        self._actor: bytes | None = None
+        """The pickled actor every process holds (`set_actor`): a restarted process is given it again."""
         for worker in range(self.processes):
             self._start(worker)
 
@@ -211,7 +128,7 @@ class VecChessEnv:
 
     def _start(self, worker: int) -> None:
         parent, child = self._context.Pipe()
-        process = self._context.Process(target=_serve, args=(child, self.cfg, self.reward, self.envs_of(worker)),
+        process = self._context.Process(target=serve, args=(child, self.cfg, self.reward, self.envs_of(worker)),
                                         daemon=True)
         with _environment(SINGLE_THREADED):
             process.start()
@@ -241,12 +158,26 @@ class VecChessEnv:
         same processes, for benchmarks."""
         return self._exchange({env: ("physics", (np.asarray(chunk), advance)) for env, chunk in chunks.items()})
 
+    def set_actor(self, actor) -> None:
+        """Give every process a copy of `actor` (see `host.py`), which decides for its simulators at their `act`
+        commands; None takes it away. Waits until every process holds it; no commands may be in flight."""
+        if self._in_flight:
+            raise RuntimeError("set_actor waits for every submitted ticket to be collected")
+        self._actor = None if actor is None else pickle.dumps(actor, pickle.HIGHEST_PROTOCOL)
+        for worker in range(self.processes):
+            replies = self._receive(worker) if self._send(worker, [(None, "actor", self._actor)]) else None
+            if replies is None:
+                self._restart(worker, [])
+            elif isinstance(replies[0], WorkerError):
+                raise RuntimeError(f"simulator process {worker}: {replies[0].message}")
+
     def _exchange(self, commands: dict[int, tuple]) -> dict[int, object]:
         return self.collect(self.submit(commands))
 
     def submit(self, commands: dict[int, tuple[str, object]]) -> "Ticket":
         """Send commands without waiting: {env: ("reset", (seed, index[, options])) | ("step", (chunk, film[, then]))
-        | ("expert", (T, film[, then])) | ("physics", (chunk, advance))}. A step or expert chunk with `then` =
+        | ("expert", (T, film[, then])) | ("act", (draws, film[, then])) | ("physics", (chunk, advance))} (`act`:
+        see `host.py`, after `set_actor`). A step, expert chunk or act with `then` =
         (seed, index[, options]) resets the simulator to that scene as soon as its episode ends within the chunk
         (its answer's `next_episode`), saving the caller a round trip; None goes on with nothing. The simulators
         work while the caller does something else; `collect` the tickets in the order they were submitted (each
@@ -256,7 +187,7 @@ class VecChessEnv:
             if command == "reset":
                 payload = self._jobs[env] = _job(payload)
                 self._restarted.pop(env, None)  # a new episode replaces the one a restart re-ran
-            elif command in ("step", "expert") and len(payload) == 3 and payload[2] is not None:
+            elif command in ("step", "expert", "act") and len(payload) == 3 and payload[2] is not None:
                 what, film, then = payload
                 payload = (what, film, ticket.then.setdefault(env, _job(then)))
             if env in self._restarted:
@@ -295,7 +226,7 @@ class VecChessEnv:
 
     def _send(self, worker: int, batch: list) -> bool:
         try:
-            self._workers[worker][1].send(batch)
+            self._workers[worker][1].send_bytes(pickle.dumps(batch, pickle.HIGHEST_PROTOCOL))
             return True
         except (BrokenPipeError, OSError):
             return False
@@ -303,7 +234,7 @@ class VecChessEnv:
     def _receive(self, worker: int) -> list | None:
         """The next answer list of a process, or None when it died."""
         try:
-            return self._workers[worker][1].recv()
+            return pickle.loads(self._workers[worker][1].recv_bytes())
         except (EOFError, ConnectionResetError, OSError):
             return None
 
@@ -316,10 +247,12 @@ class VecChessEnv:
         self._start(worker)
         envs = [env for env in self.envs_of(worker) if self._jobs[env] is not None]
         replies = None
-        if self._send(worker, [(env, "reset", self._jobs[env]) for env in envs]):
+        batch = [(env, "reset", self._jobs[env]) for env in envs]
+        if self._send(worker, ([(None, "actor", self._actor)] if self._actor is not None else []) + batch):
             replies = self._receive(worker)
         if replies is None:
             raise RuntimeError(f"simulator process {worker} died again right after a restart")
+        replies = replies[len(replies) - len(envs):]  # after the actor's
         raise_worker_errors(dict(zip(envs, replies)))
         fresh = {env: _Restarted(observation, {**info, "restarted": True})
                  for env, (observation, info) in zip(envs, replies)}
@@ -336,7 +269,7 @@ class VecChessEnv:
     def close(self) -> None:
         for process, connection in self._workers:
             try:
-                connection.send(None)
+                connection.send_bytes(pickle.dumps(None))
             except (BrokenPipeError, OSError):
                 pass
             connection.close()

@@ -1,0 +1,67 @@
+"""Training rollouts decided in the simulators' processes: the same decisions, bit for bit, as when this process
+decides on the same schedule (one group holding every simulator of one process), for a run that keeps no
+likelihoods (`compact`) and one that scores the chain and explores the spread (`compact-spread`)."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from chess_sim.config import RL_PROFILES, CameraConfig, profile
+from chess_sim.rl.rollout import RolloutDriver
+from chess_sim.rl.storage import Storage
+from chess_sim.rl.train import build, training_env
+from chess_sim.scheduler import drive
+from chess_sim.sim.vec_env import VecChessEnv
+
+pytestmark = pytest.mark.slow  # simulator processes
+
+ENV = replace(profile("baseline"), episode_seconds=2.0, camera=CameraConfig(64, 64))
+SEED = 7_700_003
+
+
+def rollout(model, vec, cfg, in_simulators: bool):
+    driver = RolloutDriver.for_run(model, torch.Generator().manual_seed(0), Storage(), cfg)
+    driver.in_simulators = in_simulators
+    drive(vec, SEED, list(range(8)), driver, groups=1)
+    return driver
+
+
+def flat(value):
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return [tensor for key in sorted(value) for tensor in flat(value[key])]
+    if isinstance(value, tuple):
+        return [tensor for item in value for tensor in flat(item)]
+    return [value]
+
+
+@pytest.mark.parametrize("name", ["compact", "compact-spread"])
+def test_decisions_made_in_the_simulators_are_those_made_here(tiny_policy_dir, name):
+    cfg = RL_PROFILES[name]
+    model, _ = build(tiny_policy_dir, cfg)
+    env = replace(training_env(model, ENV), early_stop=False)  # episodes of several decisions
+    with VecChessEnv(2, env, processes=1) as vec:  # one process: the same schedule both ways
+        here, there = (rollout(model, vec, cfg, remote) for remote in (False, True))
+    assert here.rows == there.rows and len(here.storage) == len(there.storage) > len(here.rows)
+    for mine, theirs in zip(here.storage.decisions, there.storage.decisions):
+        assert mine.reward == theirs.reward and mine.value == theirs.value
+        for field in ("chain", "log_probs", "state", "prefix", "spread", "spread_log_prob", "flow"):
+            pairs = list(zip(flat(getattr(mine, field)), flat(getattr(theirs, field)), strict=True))
+            assert all(torch.equal(a, b) for a, b in pairs), field
+    assert there.parts["policy"] > 0 and there.parts["sample"] == 0.0
+
+
+def test_a_policy_that_cannot_be_unpickled_in_the_simulators_is_a_one_line_error(tiny_policy_dir):
+    class Unloadable:
+        def __reduce__(self):
+            return (_refuse, ())
+
+    with VecChessEnv(1, ENV) as vec:
+        with pytest.raises(RuntimeError, match="simulator process 0: the policy cannot be loaded here"):
+            vec.set_actor(Unloadable())
+
+
+def _refuse():
+    raise ValueError("not here")
