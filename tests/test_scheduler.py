@@ -148,6 +148,8 @@ def test_filmed_scenes_ask_for_frames_at_their_reset():
 class Acting(FakeVec):
     """FakeVec whose simulators also answer `act` (as a step) and whose processes take an actor."""
 
+    hosts_actors = True
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.actors = []
@@ -170,9 +172,6 @@ class RemoteRecorder(Recorder):
     def actor(self):
         return "the policy"
 
-    def decide(self, episodes):
-        raise AssertionError("a driver with an actor decides in the simulators' processes")
-
     def draws(self, episodes):
         self.drawn.append(sorted(episodes))
         return {worker: ("draw", worker) for worker in episodes}
@@ -181,7 +180,7 @@ class RemoteRecorder(Recorder):
 def test_a_driver_with_an_actor_has_each_process_decide_for_its_own_simulators():
     vec, driver = Acting(8, 2), RemoteRecorder()
     drive(vec, 1, list(range(20)), driver)
-    assert vec.actors == ["the policy"]
+    assert vec.actors == ["the policy"] and driver.batches == []  # nothing decided here
     assert sorted(driver.finished) == [(i, 1 + i % 3) for i in range(20)]
     processes = [set(vec.envs_of(0)), set(vec.envs_of(1))]
     assert all(set(batch) in processes for batch in driver.drawn[:4])  # whole processes while scenes remain
@@ -189,3 +188,9 @@ def test_a_driver_with_an_actor_has_each_process_decide_for_its_own_simulators()
     steps = [(command, payload[0]) for commands in vec.queue_log for env, (command, payload) in commands.items()
              if command != "reset"]
     assert steps and all(command == "act" and payload[0] == "draw" for command, payload in steps)
+
+
+def test_simulators_that_host_no_actor_leave_the_deciding_here():
+    vec, driver = FakeVec(8, 2), RemoteRecorder()  # as the Ray backend: one simulator per actor
+    drive(vec, 1, list(range(20)), driver)
+    assert driver.drawn == [] and driver.batches and sorted(driver.finished) == [(i, 1 + i % 3) for i in range(20)]

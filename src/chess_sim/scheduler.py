@@ -11,11 +11,13 @@ restarted by `VecChessEnv`, and its episode starts again from its reset: the dri
 schedule depends only on the episodes' lengths, so a run is reproducible for a given number of simulators and
 groups.
 
-A driver that offers an actor (`Driver.actor`) decides in the simulators' processes instead: each process holds a
-copy of its policy (`VecChessEnv.set_actor`), the groups are the processes, and a turn sends each running episode
-the driver's random draws for its decision (`Driver.draws`) in an `act` command: the process decides for all its
-episodes in one batch and steps them, and the decisions come back with the results. No process of the policy's
-own then competes with the simulators for the cores.
+A driver that offers an actor (`RemoteDriver`), on simulators that host one (`VecChessEnv.hosts_actors`: the local
+backend), decides in the simulators' processes instead: each process holds a copy of its policy
+(`VecChessEnv.set_actor`), the groups are the processes (`groups` is not used), and a turn sends each running
+episode the driver's random draws for its decision (`RemoteDriver.draws`) in an `act` command: the process decides
+for all its episodes in one batch and steps them, and the decisions come back with the results. No process of the
+policy's own then competes with the simulators for the cores. The schedule, and with it the run's random stream,
+is then reproducible for a given number of simulators and processes.
 """
 
 from __future__ import annotations
@@ -48,7 +50,10 @@ class Driver(Protocol):
         """Whether scene `index` is filmed: its simulator returns the camera frames at the reset and after every
         step (`info["frames"]`)."""
 
-    # Optional: a driver without `actor` decides in this process.
+
+class RemoteDriver(Driver, Protocol):
+    """A driver that can decide in the simulators' processes."""
+
     def actor(self) -> Any:
         """The policy for the simulators' processes to decide with (see `sim/host.py`), or None to `decide` here."""
 
@@ -65,10 +70,12 @@ def groups_of(vec, groups: int) -> list[list[int]]:
 
 def drive(vec, seed: int, indices: list[int], driver: Driver, options: dict | None = None,
           clock: dict | None = None, groups: int = 2) -> None:
-    """Run scenes `(seed, i)` for i in `indices` to their ends, the simulators in `groups` alternating groups.
-    `clock` (optional) accumulates seconds under `decide` (the driver) and `env` (waiting for the simulators)
-    and counts `rounds` (group turns)."""
-    actor = driver.actor() if hasattr(driver, "actor") else None
+    """Run scenes `(seed, i)` for i in `indices` to their ends, the simulators in `groups` alternating groups (or
+    one group per process when the driver's actor decides there, see the module docstring). `clock` (optional)
+    accumulates seconds under `decide` (the driver deciding, or drawing for the processes) and `env` (waiting for
+    the simulators) and counts `rounds` (group turns)."""
+    hosted = getattr(vec, "hosts_actors", False) and hasattr(driver, "actor")
+    actor = driver.actor() if hosted else None
     if actor is not None:
         vec.set_actor(actor)
     clock = clock if clock is not None else {}

@@ -37,8 +37,17 @@ def flat(value):
     return [value]
 
 
+@pytest.fixture
+def one_thread():
+    """Deciding here on one thread, as the workers (and the profiles' learner) do: a thread count changes last bits."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.mark.parametrize("name", ["compact", "compact-spread"])
-def test_decisions_made_in_the_simulators_are_those_made_here(tiny_policy_dir, name):
+def test_decisions_made_in_the_simulators_are_those_made_here(tiny_policy_dir, name, one_thread):
     cfg = RL_PROFILES[name]
     model, _ = build(tiny_policy_dir, cfg)
     env = replace(training_env(model, ENV), early_stop=False)  # episodes of several decisions
@@ -53,14 +62,19 @@ def test_decisions_made_in_the_simulators_are_those_made_here(tiny_policy_dir, n
     assert there.parts["policy"] > 0 and there.parts["sample"] == 0.0
 
 
-def test_a_policy_that_cannot_be_unpickled_in_the_simulators_is_a_one_line_error(tiny_policy_dir):
-    class Unloadable:
-        def __reduce__(self):
-            return (_refuse, ())
+class Unloadable:
+    def __reduce__(self):
+        return (_refuse, ())
 
+
+def test_a_policy_that_cannot_be_unpickled_in_the_simulators_is_a_one_line_error():
     with VecChessEnv(1, ENV) as vec:
         with pytest.raises(RuntimeError, match="simulator process 0: the policy cannot be loaded here"):
             vec.set_actor(Unloadable())
+        vec.reset_many({0: (SEED, 0)})
+        draws = (torch.zeros(1, 50, 6), None, None, None)
+        with pytest.raises(RuntimeError, match="no policy was given to this process"):
+            vec.collect(vec.submit({0: ("act", (draws, False))}))
 
 
 def _refuse():

@@ -217,7 +217,8 @@ a row of 4- and 7-row batches differently) but not on the row's position or the 
 call the same size, a decision does not depend on what else is in its batch, and an episode's outcome does not
 depend on `--envs`, the backend or a resume point (`tests/policy/test_base.py`). Eight because from there the
 compact policy's cost per decision is flat (one thread: 35 ms for 1 row, 21.5 ms per row for 4, 18.4 for 8-32),
-and 16 simulators (evaluation's default and the compact RL profile's) hand it groups of 8."""
+and 16 simulators (evaluation's default and the compact RL profile's) hand it groups of 8 on two cores (two groups
+taking turns, or, deciding in the simulators' processes, one group per process)."""
 
 
 def in_blocks(compute, *inputs, rows: int = DECISION_ROWS):

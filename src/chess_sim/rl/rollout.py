@@ -19,8 +19,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
-
 import numpy as np
 import torch
 

@@ -90,10 +90,10 @@ class Host:
             decided = self.actor([observation for observation, _ in seen], [text for _, text in seen],
                                  [payload[0] for _, payload in acting])
             seconds = (time.process_time() - began) / len(acting)
+            return {env: (chunk, record, seconds) for (env, _), (chunk, record) in zip(acting, decided, strict=True)}
         except Exception as error:  # noqa: BLE001 - reported to the caller, which decides
             failed = WorkerError(f"{type(error).__name__}: {error}")
             return {env: failed for env, _ in acting}
-        return {env: (chunk, record, seconds) for (env, _), (chunk, record) in zip(acting, decided)}
 
     def close(self) -> None:
         for simulator in self.simulators.values():
@@ -139,6 +139,8 @@ def _answer(simulator: Simulator, command: str, payload):
         return observation, info
     if command == "physics":
         chunk, advance = payload
+        if advance:
+            simulator.seen = None  # moved on unobserved: nothing to decide from until the next reset
         return env.time_physics(chunk, advance)
     what, film, *then = payload
     answer = env.step_chunk(what, film=film) if command == "step" else simulator.expert.chunk(what, film=film)

@@ -67,7 +67,10 @@ class _Host(host.Host):
 class RayVecChessEnv(vec_env.VecChessEnv):
     """`n` simulators in Ray actors of `cpus` CPUs each, in the cluster `connect` joined (a local Ray instance
     if none): one actor per simulator while the cluster has the CPUs for them, else as many actors as it has
-    CPUs, each hosting several simulators (an actor that cannot be placed would wait forever)."""
+    CPUs, each hosting several simulators (an actor that cannot be placed would wait forever). The policy decides
+    in the driver: an actor's batches would mostly hold one decision."""
+
+    hosts_actors = False
 
     def __init__(self, n: int, cfg: EnvConfig, seconds: float | None = None, reward: RewardConfig | None = None,
                  cpus: float = 1.0):

@@ -97,6 +97,10 @@ class VecChessEnv:
     """`n` simulators in `processes` spawned worker processes (None: one per core, at most `n`); episodes of
     `seconds` (None: the config's length), rewards from `reward` (None: the default terms)."""
 
+    hosts_actors = True
+    """Whether a scheduler's driver may decide in these processes (`set_actor`): each holds several simulators, so
+    one policy batch serves them all."""
+
     def __init__(self, n: int, cfg: EnvConfig, seconds: float | None = None, reward: RewardConfig | None = None,
                  processes: int | None = None):
         if n < 1:
@@ -163,13 +167,17 @@ class VecChessEnv:
         commands; None takes it away. Waits until every process holds it; no commands may be in flight."""
         if self._in_flight:
             raise RuntimeError("set_actor waits for every submitted ticket to be collected")
-        self._actor = None if actor is None else pickle.dumps(actor, pickle.HIGHEST_PROTOCOL)
+        pickled = None if actor is None else pickle.dumps(actor, pickle.HIGHEST_PROTOCOL)
+        self._actor = None  # what a restart gives a process: only an actor every process took
+        sent = [worker for worker in range(self.processes) if self._send(worker, [(None, "actor", pickled)])]
+        replies = {worker: self._receive(worker) for worker in sent}
+        for worker, reply in replies.items():
+            if reply is not None and isinstance(reply[0], WorkerError):
+                raise RuntimeError(f"simulator process {worker}: {reply[0].message}")
+        self._actor = pickled
         for worker in range(self.processes):
-            replies = self._receive(worker) if self._send(worker, [(None, "actor", self._actor)]) else None
-            if replies is None:
+            if replies.get(worker) is None:  # died: restarted with the actor
                 self._restart(worker, [])
-            elif isinstance(replies[0], WorkerError):
-                raise RuntimeError(f"simulator process {worker}: {replies[0].message}")
 
     def _exchange(self, commands: dict[int, tuple]) -> dict[int, object]:
         return self.collect(self.submit(commands))
@@ -252,7 +260,9 @@ class VecChessEnv:
             replies = self._receive(worker)
         if replies is None:
             raise RuntimeError(f"simulator process {worker} died again right after a restart")
-        replies = replies[len(replies) - len(envs):]  # after the actor's
+        if self._actor is not None:
+            actor_reply, *replies = replies
+            raise_worker_errors({f"process {worker}": actor_reply})
         raise_worker_errors(dict(zip(envs, replies)))
         fresh = {env: _Restarted(observation, {**info, "restarted": True})
                  for env, (observation, info) in zip(envs, replies)}
