@@ -13,6 +13,7 @@ from chess_sim.rl.storage import Storage
 from chess_sim.rl.train import build, training_env
 from chess_sim.scheduler import drive
 from chess_sim.sim.vec_env import VecChessEnv
+from chess_sim.threads import torch_threads
 
 pytestmark = pytest.mark.slow  # simulator processes
 
@@ -37,21 +38,13 @@ def flat(value):
     return [value]
 
 
-@pytest.fixture
-def one_thread():
-    """Deciding here on one thread, as the workers (and the profiles' learner) do: a thread count changes last bits."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.parametrize("name", ["compact", "compact-spread"])
-def test_decisions_made_in_the_simulators_are_those_made_here(tiny_policy_dir, name, one_thread):
+def test_decisions_made_in_the_simulators_are_those_made_here(tiny_policy_dir, name):
     cfg = RL_PROFILES[name]
     model, _ = build(tiny_policy_dir, cfg)
     env = replace(training_env(model, ENV), early_stop=False)  # episodes of several decisions
-    with VecChessEnv(2, env, processes=1) as vec:  # one process: the same schedule both ways
+    # one process: the same schedule both ways; one thread here, as the workers (a thread count changes last bits)
+    with VecChessEnv(2, env, processes=1) as vec, torch_threads(1):
         here, there = (rollout(model, vec, cfg, remote) for remote in (False, True))
     assert here.rows == there.rows and len(here.storage) == len(there.storage) > len(here.rows)
     for mine, theirs in zip(here.storage.decisions, there.storage.decisions):
