@@ -65,15 +65,19 @@ class _Recording(RolloutDriver):
         self.episodes.setdefault(episode.index, []).append(chunk)
         self.decided.append(chunk)
 
+    def _count_rows(self, episodes) -> None:
+        """The rows one policy call computes for `episodes`: whole blocks."""
+        self.rows_computed += -(-len(episodes) // DECISION_ROWS) * DECISION_ROWS
+
     def decide(self, episodes):
         chunks = super().decide(episodes)
-        self.rows_computed += -(-len(episodes) // DECISION_ROWS) * DECISION_ROWS
+        self._count_rows(episodes)
         for worker, episode in sorted(episodes.items()):
             self._keep(episode, chunks[worker])
         return chunks
 
     def draws(self, episodes):  # each call is one process's batch
-        self.rows_computed += -(-len(episodes) // DECISION_ROWS) * DECISION_ROWS
+        self._count_rows(episodes)
         return super().draws(episodes)
 
     def step(self, episode, result):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from functools import partial
+
 import numpy as np
 import torch
 
