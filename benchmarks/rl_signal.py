@@ -59,7 +59,7 @@ def main() -> None:
     compact = RL_PROFILES["compact"]
     defaults = NoiseConfig()
     noise = NoiseConfig(sigma_start=args.sigma_start or defaults.sigma_start, sigma_end=args.sigma_end or defaults.sigma_end)
-    cfg = replace(compact, algorithm="ppo", run=replace(compact.run, episodes=args.episodes),
+    cfg = replace(compact, algorithm="ppo", run=replace(compact.run, episodes=args.episodes, chain_dtype="float32"),
                   ppo=replace(compact.ppo, likelihood="chain"), noise=noise, start=StartConfig())
     torch.set_num_threads(2)
     model, _ = build(args.policy, cfg)

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/rollout.py [--policy models/baseline] [--episodes 512] [--repeats 3]
                                            [--envs N] [--eval-episodes 200] [--denoise-steps K --time-power P]
-                                           [--no-policy-in-simulators]
+                                           [--no-policy-in-simulators] [--chain-dtype float32]
 
 Each repeat collects `episodes` training episodes exactly as `chess-sim rl` does (the compact profile: its noise,
 start spread, simulator count and observation size), then replays every episode's chunks as bare physics (`mj_step`
@@ -17,7 +17,8 @@ and resets, and the policy's decisions (in the simulators' processes under the p
 else in this process), all in CPU seconds (true when the processes share the cores).
 `eval_200_s` is the wall time of a noise-free evaluation of the policy on the first `eval-episodes` test scenes
 (0 skips it). `--denoise-steps` and `--time-power` sample the chain with K steps on the grid t_k = (1 - k/K)^p in
-the rollouts and the evaluation (0: the policy's own).
+the rollouts and the evaluation (0: the policy's own). `--chain-dtype` sets the precision of the rollouts' chain
+(`RunConfig.chain_dtype`; the profile's bfloat16 by default); the evaluation is float32 either way.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from chess_sim.config import RL_PROFILES, EvalConfig, profile  # noqa: E402
+from chess_sim.config import CHAIN_DTYPES, RL_PROFILES, EvalConfig, profile  # noqa: E402
 from chess_sim.eval import evaluate  # noqa: E402
 from chess_sim.policy.base import DECISION_ROWS  # noqa: E402
 from chess_sim.rl.rollout import RolloutDriver  # noqa: E402
@@ -159,10 +160,13 @@ def main() -> None:
     parser.add_argument("--policy-in-simulators", action=argparse.BooleanOptionalAction,
                         default=compact.run.policy_in_simulators,
                         help="decide in the simulators' processes (default: the profile's)")
+    parser.add_argument("--chain-dtype", choices=CHAIN_DTYPES, default=compact.run.chain_dtype,
+                        help="precision of the rollouts' chain (default: the profile's)")
     args = parser.parse_args()
     sampler = {"denoise_steps": args.denoise_steps, "time_power": args.time_power}
     cfg = replace(compact, run=replace(compact.run, episodes=args.episodes, envs=args.envs,
-                                       policy_in_simulators=args.policy_in_simulators, **sampler))
+                                       policy_in_simulators=args.policy_in_simulators, chain_dtype=args.chain_dtype,
+                                       **sampler))
     torch.set_num_threads(cfg.run.torch_threads)
     model, _ = build(args.policy, cfg)
     generator = torch.Generator().manual_seed(cfg.run.seed)
@@ -175,7 +179,7 @@ def main() -> None:
     result = {
         "policy": str(args.policy), "denoise_steps": model.policy.steps, "time_power": model.policy.time_power,
         "envs": cfg.run.envs, "processes": processes, "cores": os.cpu_count(),
-        "policy_in_simulators": cfg.run.policy_in_simulators,
+        "policy_in_simulators": cfg.run.policy_in_simulators, "chain_dtype": cfg.run.chain_dtype,
         "observation_size": env_cfg.camera.observation_size, "episodes_per_repeat": args.episodes,
         **{key: statistics.median(r[key] for r in repeats)
            for key in ("decisions_per_s", "raw_physics_decisions_per_s", "ratio", "ratio_chunks_from_starts")},

@@ -150,7 +150,8 @@ def main() -> None:
     start = (StartConfig() if args.spread == 1.0 else
              StartConfig(steer=True, initial_spread=args.spread, spread_lr=0.0, spread_head_lr=0.0, spread_noise=0.0))
     # scored rollouts from the policy's own start (the filtered algorithm's keep no draws and start at its spread)
-    cfg = replace(compact, algorithm="ppo", run=replace(compact.run, episodes=args.episodes, seed=args.seed),
+    cfg = replace(compact, algorithm="ppo", run=replace(compact.run, episodes=args.episodes, seed=args.seed,
+                                                        chain_dtype="float32"),
                   ppo=replace(compact.ppo, likelihood="flow"), start=start)
     torch.set_num_threads(1)
     model, _ = build(args.policy, cfg)

@@ -46,7 +46,7 @@ def main() -> None:
     if not all(low <= spread <= high for spread in args.spreads) or args.scenes < 1 or args.draws < 1:
         parser.error(f"--spreads must lie in [{low}, {high}]; --scenes and --draws must be >= 1")
     compact = RL_PROFILES["compact"]
-    cfg = replace(compact, algorithm="ppo", run=replace(compact.run, episodes=args.scenes),
+    cfg = replace(compact, algorithm="ppo", run=replace(compact.run, episodes=args.scenes, chain_dtype="float32"),
                   ppo=replace(compact.ppo, likelihood="chain"), noise=NoiseConfig(sigma_start=FAINT, sigma_end=FAINT),
                   start=StartConfig(steer=True))
     torch.set_num_threads(1)

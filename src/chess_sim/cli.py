@@ -373,7 +373,7 @@ def cmd_rl_check(args: argparse.Namespace) -> dict:
     env_cfg = training_env(model, _env(args, args.env_profile))
     with make_vec_env(min(cfg.run.envs, cfg.run.episodes), env_cfg, backend=cli_args.backend_of(args)) as vec:
         storage, _, _ = collect(model, vec, cfg, 0, generator)
-    result = self_check(model, storage, cfg.policy_lrs(), cfg.ppo.clip)
+    result = self_check(model, storage, cfg.policy_lrs(), cfg.ppo.clip, chain_dtype=cfg.run.chain_dtype)
     write_report(result, args.out)
     _print_report((args.out / "check.md").read_text().strip())
     if not result["passed"]:

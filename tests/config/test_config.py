@@ -40,6 +40,9 @@ def test_replace_fields_reaches_into_the_tree_and_leaves_the_rest():
     (lambda: TrainConfig(time_beta=0.0), "time_beta must be positive"),
     (lambda: EvalConfig(noise=(0.2, 0.0)), "noise must be two positive sizes"),
     (lambda: RecordConfig(recovery_fraction=1.5), r"recovery_fraction must be in \[0, 1\]"),
+    (lambda: RunConfig(chain_dtype="float16"), "chain_dtype must be one of float32, bfloat16"),
+    (lambda: replace_fields(RL_PROFILES["compact"], algorithm="ppo", steer=False),
+     "chain_dtype bfloat16 needs algorithm filtered"),
 ])
 def test_a_config_refuses_bad_values_where_it_is_made(make, message):
     with pytest.raises(ValueError, match=message):
@@ -53,6 +56,7 @@ def test_profiles_are_valid_configs_of_their_kind():
     assert compact.algorithm == "filtered" and compact.filtered.fit_lr > 0 and compact.start.steer
     assert compact.start.spread_lr == compact.start.spread_head_lr == compact.start.spread_noise == 0.0
     assert compact.filtered.anchor == 0.25 and compact.ppo.ema == 0.999  # the recipe of models/rl
+    assert compact.run.chain_dtype == "bfloat16" and RunConfig().chain_dtype == "float32"
     spread = RL_PROFILES["compact-spread"]  # the start's spread alone
     assert spread.start.steer and spread.start.spread_noise > 0 and spread.ppo.lr == 0.0
 

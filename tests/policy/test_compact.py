@@ -174,6 +174,21 @@ def test_a_prepared_chain_gives_the_modules_velocity_bit_for_bit(grad):
         assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(first, second))
 
 
+def test_a_prepared_chain_below_float32_computes_the_modules_attention():
+    """Outside float32 the velocity's attention is `_lowered_attention`'s; in float64 it must agree with the
+    decoder's own layers to float64's rounding (heads, scaling and projections all in place)."""
+    torch.manual_seed(1)
+    policy = CompactPolicy(CompactConfig(image_size=32, width=32, layers=2, heads=4)).eval()
+    with torch.no_grad():
+        prefix = {name: value.double() for name, value in policy.encode(batch(size=2)).items()}
+        policy.double()  # the encoder reads float32 images
+        x, t = torch.randn(2, 50, 6, dtype=torch.float64), torch.tensor([0.9, 0.3])
+        plain = policy.velocity(prefix, x, t)
+        lowered = policy.velocity(policy.prepare_chain(prefix), x, t)
+    assert lowered.dtype == torch.float64 and not torch.equal(plain, lowered)  # another route to the same values
+    assert torch.allclose(plain, lowered, rtol=0, atol=1e-12)
+
+
 def test_a_policy_for_captures_reads_the_captured_piece_and_others_refuse_captures(policy):
     capture = "Capture the black bishop on c5 with the white knight from d3."
     quiet = "Move the white knight from d3 to c5."

@@ -5,11 +5,11 @@ import pytest
 import torch
 
 from chess_sim.config import RL_PROFILES, FilteredConfig, PPOConfig, RLConfig, StartConfig, replace_fields
-from chess_sim.policy.base import Normalizer
+from chess_sim.policy.base import Normalizer, cast_prefix
 from chess_sim.policy.compact import CompactPolicy
 from chess_sim.policy.start import SteeredPolicy
 from chess_sim.rl.filtered import filtered_update, fit_steps, successful_decisions, warmup_cosine
-from chess_sim.rl.flow_rl import FlowRL, cast_prefix
+from chess_sim.rl.flow_rl import FlowRL
 from chess_sim.rl.rollout import RolloutDriver
 from chess_sim.rl.storage import Decision, Storage, split_prefix
 
@@ -147,8 +147,9 @@ def test_rollouts_start_from_the_rollout_spread_whatever_the_policys_start(model
     filtered = RolloutDriver.for_run(steered, torch.Generator(), Storage(), RL_PROFILES["compact"])
     assert filtered.policy.start_spread == RL_PROFILES["compact"].filtered.rollout_spread
     assert not filtered.policy.scored and filtered.actor() is filtered.policy  # decided in the simulators
+    assert filtered.policy.lowered.dtype == torch.bfloat16  # the profile's rollouts sample a bfloat16 chain
     ppo = RolloutDriver.for_run(steered, torch.Generator(), Storage(), RL_PROFILES["smolvla"])
-    assert ppo.policy.start_spread is None and ppo.policy.scored and ppo.actor() is None
+    assert ppo.policy.start_spread is None and ppo.policy.scored and ppo.actor() is None and ppo.policy.lowered is None
     chain_model = FlowRL(model.policy, likelihood="chain")
     with pytest.raises(AssertionError, match="flow surrogate"):
         chain_model.sample(batch, x0, torch.randn(2, SMALL.steps, 50, 6), start_spread=1.0)
@@ -185,4 +186,5 @@ def test_the_filtered_algorithm_needs_the_noise_free_chain_and_a_fixed_start():
     compact = RL_PROFILES["compact"]
     assert compact.algorithm == "filtered" and compact.start.initial_spread == 0.5
     assert compact.policy_lrs()["chain"] == compact.filtered.fit_lr
-    assert replace_fields(compact, algorithm="ppo", spread_lr=0.0).policy_lrs()["chain"] == compact.ppo.lr
+    ppo = replace_fields(compact, algorithm="ppo", spread_lr=0.0, chain_dtype="float32")
+    assert ppo.policy_lrs()["chain"] == compact.ppo.lr

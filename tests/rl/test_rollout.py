@@ -1,6 +1,7 @@
 """Training rollouts decided in the simulators' processes: the same decisions, bit for bit, as when this process
 decides on the same schedule (one group holding every simulator of one process), for a run that keeps no
-likelihoods (`compact`) and one that scores the chain and explores the spread (`compact-spread`)."""
+likelihoods (`compact`, its chain in bfloat16) and one that scores the chain and explores the spread
+(`compact-spread`)."""
 
 from dataclasses import replace
 

@@ -112,7 +112,7 @@ def test_a_run_begun_before_the_sampler_settings_existed_still_resumes(policy_di
     out = tmp_path / "run"
     run(policy_dir, out, replace_fields(CFG, iterations=1), ENV)
     args = json.loads((out / "args.json").read_text())
-    for name in ("denoise_steps", "time_power"):
+    for name in ("denoise_steps", "time_power", "policy_in_simulators", "chain_dtype"):
         del args["rl"]["run"][name]
     (out / "args.json").write_text(json.dumps(args))
     run(policy_dir, out, replace_fields(CFG, iterations=2), ENV, resume=True)
@@ -178,10 +178,12 @@ def test_cli_smoke_rl_and_rl_check(policy_dir, tmp_path, capsys):
     assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "y"), "--iterations", "0"]) == 2
     assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "y"), "--profile", "smolvla",
                  "--spread-noise", "0.3"]) == 2  # spread exploration without a learned start
+    assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "y"), "--algorithm", "ppo"]) == 2
     assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "rl"), *tiny]) == 2  # not empty
     errors = capsys.readouterr().err.strip().splitlines()
-    assert len(errors) == 5 and all(line.startswith("chess-sim: error:") for line in errors)
+    assert len(errors) == 6 and all(line.startswith("chess-sim: error:") for line in errors)
     assert "--iterations must be >= 1" in errors[2] and "--spread-noise" in errors[3] and "--steer" in errors[3]
+    assert "--chain-dtype float32" in errors[4]  # the compact profile's bfloat16 rollouts, under ppo
 
 
 def test_the_profile_is_printed_and_saved_and_every_flag_negates(policy_dir, tmp_path, capsys, monkeypatch):

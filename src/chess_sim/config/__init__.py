@@ -17,6 +17,6 @@ from chess_sim.config.env import (PROFILES, BoardConfig, CameraConfig, EnvConfig
                                   PhysicsConfig, RewardConfig, SceneConfig, TASK_PROFILES, profile)
 from chess_sim.config.learning import (CompactConfig, DaggerConfig, EvalConfig, RecordConfig,  # noqa: F401
                                        TrainConfig)
-from chess_sim.config.rl import (ALGORITHMS, LIKELIHOODS, RATIOS, RL_PROFILES, Algorithm, FilteredConfig,  # noqa: F401
-                                 Likelihood, NoiseConfig, PPOConfig, Ratio, RLConfig, RunConfig, START_SPREAD_BOUNDS,
-                                 StartConfig)
+from chess_sim.config.rl import (ALGORITHMS, CHAIN_DTYPES, LIKELIHOODS, RATIOS, RL_PROFILES,  # noqa: F401
+                                 Algorithm, FilteredConfig, Likelihood, NoiseConfig, PPOConfig, Ratio, RLConfig,
+                                 RunConfig, START_SPREAD_BOUNDS, StartConfig)

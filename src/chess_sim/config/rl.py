@@ -18,6 +18,9 @@ Algorithm = Literal["ppo", "filtered"]
 LIKELIHOODS = ("chain", "flow")
 """What PPO's ratios compare (`PPOConfig.likelihood`)."""
 Likelihood = Literal["chain", "flow"]
+CHAIN_DTYPES = ("float32", "bfloat16")
+"""Floating-point precisions the chain of training rollouts may run in (`RunConfig.chain_dtype`)."""
+ChainDtype = Literal["float32", "bfloat16"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,12 @@ class RunConfig:
     multiple of `DECISION_ROWS` (8: 16 simulators on two cores). Off, and always on the Ray backend (one simulator
     per actor): this process decides, for each group of simulators in turn (also for a policy too large to copy
     into every process)."""
+    chain_dtype: ChainDtype = "float32"
+    """Precision of the chain's velocity calls in training rollouts (`policy/precision.py`): `bfloat16` takes ~30% off
+    a compact decision's chain on a CPU with bfloat16 dot products; its actions differ from float32's by their
+    rounding (`models/baseline` on 600 test scenes: 82.0% against 84.0%, 22 vs 34 discordant, p = 0.14;
+    docs/benchmarks.md), so it needs an update that compares no likelihoods (algorithm `filtered`). Fits,
+    validations and saved policies are float32 whatever it is."""
     train_seed: int = RL_TRAIN_SEED
     """Training scenes (train_seed, i); i continues across iterations, so no scene repeats. The default is not the
     demonstrations' seed."""
@@ -76,6 +85,8 @@ class RunConfig:
         at_least(self, 1, "iterations", "episodes", "envs", "val_episodes", "val_every", "save_every",
                   "torch_threads")
         at_least(self, 0, "minutes", "report_videos", "action_steps", "denoise_steps", "time_power")
+        require(self.chain_dtype in CHAIN_DTYPES,
+                f"chain_dtype must be one of {', '.join(CHAIN_DTYPES)}, got {self.chain_dtype!r}")
 
 
 @dataclass(frozen=True)
@@ -257,6 +268,9 @@ class RLConfig:
             require(not (self.start.steer and (learns_start or self.start.spread_noise > 0)),
                     "algorithm filtered keeps a steered start as set: give spread_lr 0, spread_head_lr 0 and "
                     "spread_noise 0")
+        require(self.run.chain_dtype == "float32" or self.algorithm == "filtered",
+                f"chain_dtype {self.run.chain_dtype} needs algorithm filtered (ppo compares the rollouts' likelihoods "
+                f"with its float32 update's): give chain_dtype float32")
 
     def policy_lrs(self) -> dict[str, float]:
         """Learning rate of each of `FlowRL.policy_parameter_sets` (with `filtered`, each fit sets the chain's own)."""
@@ -268,7 +282,8 @@ RL_PROFILES: dict[str, RLConfig] = {
     "smolvla": RLConfig(),
     "compact": RLConfig(
         algorithm="filtered",
-        run=RunConfig(episodes=512, envs=16, torch_threads=1, val_every=1, save_every=1, policy_in_simulators=True),
+        run=RunConfig(episodes=512, envs=16, torch_threads=1, val_every=1, save_every=1, policy_in_simulators=True,
+                      chain_dtype="bfloat16"),
         ppo=PPOConfig(likelihood="flow", ema=0.999),
         start=StartConfig(steer=True, initial_spread=0.5, spread_lr=0.0, spread_head_lr=0.0),
         filtered=FilteredConfig(anchor=0.25)),
@@ -284,7 +299,7 @@ trained with, the chunks of the successful ones fitted, each fit anchored to the
 the drift of repeated self-fits), the policy deployed (validated, saved) as the average of its weights (decay 0.999
 per Adam step) at a hand-set start spread of 0.5, the first baseline's best temperature (docs/experiments.md: +14.5
 points over that temperature on the test scenes after 98 minutes, `models/rl`), or at the start the policy brings
-(`models/baseline`'s, 0.5). `compact-spread` is the earlier compact
-profile: PPO learns the start's spread alone, explored per decision, leaving the velocity as it is (lr 0; a faint
-chain noise keeps every likelihood exact), since at the batch sizes two cores allow the chain's gradient had no
-measurable signal (`benchmarks/rl_signal.py`)."""
+(`models/baseline`'s, 0.5); the rollouts' chain runs in bfloat16 (`RunConfig.chain_dtype`). `compact-spread` is the
+earlier compact profile: PPO learns the start's spread alone, explored per decision, leaving the velocity as it is
+(lr 0; a faint chain noise keeps every likelihood exact), since at the batch sizes two cores allow the chain's
+gradient had no measurable signal (`benchmarks/rl_signal.py`)."""

@@ -249,6 +249,13 @@ def pad_rows(value, rows: int = DECISION_ROWS):
     return list(value) + [value[-1]] * missing
 
 
+def cast_prefix(prefix: Any, dtype: torch.dtype) -> Any:
+    """The prefix with its floating-point tensors in `dtype` (masks and indices untouched)."""
+    if isinstance(prefix, torch.Tensor):
+        return prefix.to(dtype) if prefix.is_floating_point() else prefix
+    return {name: cast_prefix(value, dtype) for name, value in prefix.items()}
+
+
 def take_rows(value, start: int, stop: int):
     """Rows start..stop-1 of a batch-first structure (see `in_blocks`)."""
     if value is None:

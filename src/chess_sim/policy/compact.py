@@ -123,6 +123,27 @@ def _cross_attention(attention: nn.MultiheadAttention, queries: torch.Tensor, ke
         .transpose(1, 0)
 
 
+def _lowered_attention(attention: nn.MultiheadAttention, queries: torch.Tensor, keys: torch.Tensor | None = None,
+                       values: torch.Tensor | None = None) -> torch.Tensor:
+    """`attention(queries, memory, memory)` for batch-first queries (B, T, width) in a precision other than float32
+    (a lowered chain, `policy/precision.py`), the memory's keys and values (B, heads, P, width / heads) given, or
+    without them the queries' self-attention. Matrix products in that precision around a softmax in at least
+    float32: on the CPU, PyTorch's attention kernels take longer in bfloat16 than in float32, this about half as
+    long. The same attention as the module's, to the precision's rounding (not bit for bit)."""
+    batch, length, width = queries.shape
+    heads = attention.num_heads
+    if keys is None:
+        projected = F.linear(queries, attention.in_proj_weight, attention.in_proj_bias)
+        queries, keys, values = projected.view(batch, length, 3, heads, width // heads).permute(2, 0, 3, 1, 4)
+    else:
+        queries = F.linear(queries, attention.in_proj_weight[:width], attention.in_proj_bias[:width]) \
+            .view(batch, length, heads, width // heads).transpose(1, 2)
+    scores = torch.matmul(queries, keys.transpose(-1, -2))
+    weights = (scores.to(torch.promote_types(scores.dtype, torch.float32)) * (width // heads) ** -0.5).softmax(-1)
+    attended = torch.matmul(weights.to(queries.dtype), values).transpose(1, 2).reshape(batch, length, width)
+    return F.linear(attended, attention.out_proj.weight, attention.out_proj.bias)
+
+
 class CompactPolicy(nn.Module):
     """FlowPolicy implementation (see `policy/base.py`)."""
 
@@ -189,15 +210,21 @@ class CompactPolicy(nn.Module):
 
     def velocity(self, prefix: dict[str, torch.Tensor], x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         assert x_t.shape[1:] == (self.chunk, self.action_dim), f"x_t must be (B, T, A), got {tuple(x_t.shape)}"
-        time = self.time_mlp(_time_embedding(t.to(x_t), self.config.width))
+        time = self.time_mlp(_time_embedding(t.to(x_t.device, torch.float32), self.config.width).to(x_t.dtype))
         hidden = self.action_in(x_t) + self.action_position + (time + prefix["task"])[:, None]
         if "memory" not in prefix:
             return self.action_out(self.expert(hidden, prefix["tokens"]))
-        # nn.TransformerDecoderLayer's pre-norm forward (dropout is 0), with the memory's projections given
+        # nn.TransformerDecoderLayer's pre-norm forward (dropout is 0), with the memory's projections given: in
+        # float32 with the module's own kernels, bit for bit; in another precision with faster ones
+        exact = x_t.dtype == torch.float32
         for layer, (keys, values) in zip(self.expert.layers, prefix["memory"]):
             normed = layer.norm1(hidden)
-            hidden = hidden + layer.self_attn(normed, normed, normed, need_weights=False)[0]
-            hidden = hidden + _cross_attention(layer.multihead_attn, layer.norm2(hidden), keys, values)
+            if exact:
+                hidden = hidden + layer.self_attn(normed, normed, normed, need_weights=False)[0]
+                hidden = hidden + _cross_attention(layer.multihead_attn, layer.norm2(hidden), keys, values)
+            else:
+                hidden = hidden + _lowered_attention(layer.self_attn, normed)
+                hidden = hidden + _lowered_attention(layer.multihead_attn, layer.norm2(hidden), keys, values)
             hidden = hidden + layer.linear2(layer.activation(layer.linear1(layer.norm3(hidden))))
         return self.action_out(hidden)
 

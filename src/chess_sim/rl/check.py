@@ -20,8 +20,9 @@ from pathlib import Path
 import torch
 
 from chess_sim import atomic
-from chess_sim.policy.base import sample_chunk
-from chess_sim.rl.flow_rl import FlowRL, cast_prefix
+from chess_sim.policy.base import cast_prefix, sample_chunk
+from chess_sim.policy.precision import lowered_chain
+from chess_sim.rl.flow_rl import FlowRL
 from chess_sim.rl.ppo import approx_kl, clipped_policy_loss, log_ratio
 
 MEAN_ROUNDING = 1e-5
@@ -44,10 +45,12 @@ def log_prob_tolerance(model: FlowRL, rollout: torch.Tensor | None = None) -> fl
     return MEAN_ROUNDING / float(model.sigmas().detach().min())
 
 
-def self_check(model: FlowRL, storage, lrs: dict[str, float], clip: float, decisions: int = 8) -> dict:
+def self_check(model: FlowRL, storage, lrs: dict[str, float], clip: float, decisions: int = 8,
+               chain_dtype: str = "float32") -> dict:
     """Run the checks on up to `decisions` stored decisions; `passed` says whether all hard checks hold. The
     trial update moves each of the policy's parameter sets at its learning rate in `lrs`
-    (`RLConfig.policy_lrs`), as the run's optimizer does."""
+    (`RLConfig.policy_lrs`), as the run's optimizer does. With the rollouts' chain in a lower precision
+    (`chain_dtype`), that chain must be deterministic too, and its distance from the float32 one is reported."""
     index = torch.arange(min(decisions, len(storage)))
     chain, prefix, state, old = storage.minibatch(index)
     scored = old is not None  # a rollout for an update that compares no likelihoods kept none: the sampler alone
@@ -66,7 +69,14 @@ def self_check(model: FlowRL, storage, lrs: dict[str, float], clip: float, decis
         "eval_mode": eval_mode,
         "noise_free_deterministic": bool(torch.equal(first, second)),
         "noise_free_vs_policy_sampler_max_abs_diff": float((first - own).abs().max()),
+        "rollout_chain_dtype": chain_dtype,
     }
+    lowered = lowered_chain(model.policy, chain_dtype)
+    if lowered is not None:
+        twice = [model.sample_from_prefix(prefix, state, x0, None, scored=False, lowered=lowered).chain[:, -1]
+                 for _ in range(2)]
+        result["rollout_chain_deterministic"] = bool(torch.equal(*twice))
+        result["rollout_chain_vs_float32_max_abs_diff"] = float((twice[0] - first).abs().max())
     if scored:
         with torch.no_grad():
             new, _ = model.evaluate(chain, prefix, state, drawn, flow=flow)
@@ -80,7 +90,7 @@ def self_check(model: FlowRL, storage, lrs: dict[str, float], clip: float, decis
                        "approx_kl": float(approx_kl(log_ratios))})
         result.update(_one_update_shift(model, chain, prefix, state, old, lrs, clip, drawn, flow))
     result["passed"] = ((not scored or result["log_prob_max_abs_diff"] <= result["log_prob_tolerance"]) and eval_mode
-                        and result["noise_free_deterministic"]
+                        and result["noise_free_deterministic"] and result.get("rollout_chain_deterministic", True)
                         and result["noise_free_vs_policy_sampler_max_abs_diff"] <= 1e-5)
     return result
 
@@ -122,6 +132,10 @@ def write_report(result: dict, out: Path) -> None:
         f"- noise-free sampler deterministic: {result['noise_free_deterministic']}; equal to the policy's own "
         f"sampler within {result['noise_free_vs_policy_sampler_max_abs_diff']:.2e}",
     ]
+    if "rollout_chain_deterministic" in result:
+        lines.append(f"- the rollouts' chain in {result['rollout_chain_dtype']}: deterministic: "
+                     f"{result['rollout_chain_deterministic']}; its rounding moves the chain's end by up to "
+                     f"{result['rollout_chain_vs_float32_max_abs_diff']:.2e} from the float32 one")
     if not result.get("scored", True):
         lines.append("- the rollout kept no log-probs (its update compares no likelihoods): nothing else to check")
         atomic.write_text(out / "check.md", "\n".join(lines) + "\n")

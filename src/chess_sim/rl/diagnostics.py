@@ -7,7 +7,8 @@ from typing import Any
 
 import torch
 
-from chess_sim.rl.flow_rl import FlowRL, cast_prefix
+from chess_sim.policy.base import cast_prefix
+from chess_sim.rl.flow_rl import FlowRL
 
 
 def episode_gradients(model: FlowRL, episodes: list[tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]],

@@ -21,8 +21,8 @@ import torch
 
 from chess_sim.config import FilteredConfig
 from chess_sim.policy.average import WeightAverage
-from chess_sim.policy.base import FlowPolicy
-from chess_sim.rl.flow_rl import FlowRL, cast_prefix
+from chess_sim.policy.base import FlowPolicy, cast_prefix
+from chess_sim.rl.flow_rl import FlowRL
 from chess_sim.rl.storage import Storage
 from chess_sim.threads import torch_threads
 

@@ -38,8 +38,9 @@ import torch
 from torch import nn
 
 from chess_sim.config import LIKELIHOODS, NoiseConfig, StartConfig, TrainConfig
-from chess_sim.policy.base import (FlowPolicy, chunk_actions, denoise, flow_matching_errors, flow_times, noise_schedule,
-                                   start_of, time_deltas, time_grid)
+from chess_sim.policy.base import (FlowPolicy, cast_prefix, chunk_actions, denoise, flow_matching_errors, flow_times,
+                                   noise_schedule, start_of, time_deltas, time_grid)
+from chess_sim.policy.precision import LoweredChain
 from chess_sim.policy.start import StartDistribution, SteeredPolicy, feature_size, with_spread
 
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -185,7 +186,7 @@ class FlowRL(nn.Module):
     @torch.no_grad()
     def sample(self, batch: dict, x0: torch.Tensor, noise: torch.Tensor | None, spread_draw: torch.Tensor | None = None,
                flow: tuple[torch.Tensor, torch.Tensor] | None = None, start_spread: float | None = None,
-               scored: bool = True) -> Sample:
+               scored: bool = True, lowered: LoweredChain | None = None) -> Sample:
         """Encode `batch`, then run the chain from the standard-normal draw x0 (B, T, C) with standard-normal
         `noise` (B, K, T, C) scaled by `sigmas()`; `noise=None` runs the plain ODE (log-probs then describe a
         zero-noise chain and are not meaningful). With spread exploration, standard-normal `spread_draw` (B, 1) sets
@@ -194,17 +195,20 @@ class FlowRL(nn.Module):
         the flow surrogate, starts the chain from `start_spread` * x0 instead of the policy's own start (the
         rollouts of `RLConfig.algorithm` `filtered`). `scored=False` leaves the log-probs out (None, and no flow
         draws kept): an update that compares no likelihoods (`filtered`) is spared the surrogate's M velocity calls
-        per decision, and the chain is the same either way."""
+        per decision, and the chain is the same either way. `lowered` (a `policy.precision.LoweredChain`, for an
+        unscored sample only) makes the chain's velocity calls in its lower precision; None: the policy's own."""
         stored = cast_prefix(self.policy.encode(batch), self.prefix_dtype)
         return self.sample_from_prefix(stored, batch["observation.state"], x0, noise, spread_draw, flow, start_spread,
-                                       scored)
+                                       scored, lowered)
 
     @torch.no_grad()
     def sample_from_prefix(self, stored: Any, state: torch.Tensor, x0: torch.Tensor, noise: torch.Tensor | None,
                            spread_draw: torch.Tensor | None = None,
                            flow: tuple[torch.Tensor, torch.Tensor] | None = None,
-                           start_spread: float | None = None, scored: bool = True) -> Sample:
+                           start_spread: float | None = None, scored: bool = True,
+                           lowered: LoweredChain | None = None) -> Sample:
         """`sample` from a prefix in its stored form and the state (B, A)."""
+        assert lowered is None or not scored, "log-probs describe the policy's own chain: a scored sample keeps it"
         assert start_spread is None or self.likelihood == "flow", \
             "a start spread other than the policy's own needs the flow surrogate (the chain's log-probs include x_0's)"
         if self.likelihood == "flow":
@@ -226,7 +230,8 @@ class FlowRL(nn.Module):
             used = log_spread if spread is None else spread  # the head runs once per decision
             start = self.start.std_of(used)[:, :, None].to(x0) * x0
         sigmas = self.sigmas()
-        chain, means = denoise(self.policy, prefix, start, None if noise is None else sigmas, noise)
+        runs_chain = self.policy if lowered is None else lowered
+        chain, means = denoise(runs_chain, prefix, start, None if noise is None else sigmas, noise)
         if not scored:
             log_probs, flow = None, None
         elif self.likelihood == "flow":
@@ -288,13 +293,6 @@ class FlowRL(nn.Module):
     def actions(self, chain: torch.Tensor) -> torch.Tensor:
         """(B, K+1, T, C) chain -> (B, T, A) joint targets in SO-101 units."""
         return chunk_actions(self.policy, chain[:, -1])
-
-
-def cast_prefix(prefix: Any, dtype: torch.dtype) -> Any:
-    """The prefix with its floating-point tensors in `dtype` (masks and indices untouched)."""
-    if isinstance(prefix, torch.Tensor):
-        return prefix.to(dtype) if prefix.is_floating_point() else prefix
-    return {name: cast_prefix(value, dtype) for name, value in prefix.items()}
 
 
 def repeat_prefix(prefix: Any, times: int) -> Any:

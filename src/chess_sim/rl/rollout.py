@@ -25,6 +25,7 @@ import torch
 
 from chess_sim.config import RLConfig
 from chess_sim.policy.base import concat_rows, in_blocks, observation_batch, take_rows
+from chess_sim.policy.precision import LoweredChain, lowered_chain
 from chess_sim.rl.flow_rl import FlowRL
 from chess_sim.rl.storage import Decision, Storage, split_prefix
 
@@ -54,6 +55,9 @@ class RolloutActor:
     policy's own."""
     scored: bool
     """Keep each decision's log-probs (and surrogate draws); False for an update that compares no likelihoods."""
+    lowered: LoweredChain | None = None
+    """The chain's velocity calls in a lower precision (`RunConfig.chain_dtype`; unscored only); None: the policy's
+    own."""
 
     @torch.no_grad()
     def __call__(self, observations: list[dict], instructions: list[str], rows: list[Draws]) \
@@ -63,8 +67,8 @@ class RolloutActor:
         batch, draws = observation_batch(observations, instructions), concat_rows(rows)
         size = len(observations)
         # blocks of a fixed size make each decision independent of the batch
-        sample = in_blocks(partial(self.model.sample, start_spread=self.start_spread, scored=self.scored), batch,
-                           *draws)
+        sample = in_blocks(partial(self.model.sample, start_spread=self.start_spread, scored=self.scored,
+                                   lowered=self.lowered), batch, *draws)
         chunks = self.model.actions(sample.chain)[:, :self.model.policy.action_steps].numpy()
         prefixes = split_prefix(sample.prefix, size)
         drawn, flow = sample.spread is not None, draws[3]
@@ -81,9 +85,10 @@ class RolloutDriver:
     """`scheduler.Driver` for training rollouts (see the module docstring)."""
 
     def __init__(self, model: FlowRL, generator: torch.Generator, storage: Storage, on_done=None,
-                 start_spread: float | None = None, scored: bool = True, in_simulators: bool = False):
+                 start_spread: float | None = None, scored: bool = True, in_simulators: bool = False,
+                 chain_dtype: str = "float32"):
         self.model, self.generator, self.storage = model, generator, storage
-        self.policy = RolloutActor(model, start_spread, scored)
+        self.policy = RolloutActor(model, start_spread, scored, lowered_chain(model.policy, chain_dtype))
         self.in_simulators = in_simulators
         """Whether the policy decides in the simulators' processes (where the simulators offer it)."""
         self.rows: list[dict] = []
@@ -96,10 +101,11 @@ class RolloutDriver:
     @classmethod
     def for_run(cls, model: FlowRL, generator: torch.Generator, storage: Storage, cfg: RLConfig, on_done=None):
         """The driver of `cfg`'s rollouts: under the `filtered` algorithm the chain starts from its `rollout_spread`
-        and no log-probs are kept (its fits draw their own noise), else the policy's own start, scored."""
+        and no log-probs are kept (its fits draw their own noise), else the policy's own start, scored; the chain in
+        `cfg.run.chain_dtype`, from the model's weights as they are now."""
         filtered = cfg.algorithm == "filtered"
         return cls(model, generator, storage, on_done, cfg.filtered.rollout_spread if filtered else None,
-                   scored=not filtered, in_simulators=cfg.run.policy_in_simulators)
+                   scored=not filtered, in_simulators=cfg.run.policy_in_simulators, chain_dtype=cfg.run.chain_dtype)
 
     def start(self, index: int, observation: dict, info: dict) -> _Episode:
         self.parts["resets"] += info.get("reset_s", 0.0)

@@ -27,13 +27,14 @@ import torch
 
 from chess_sim import jsonl, runs
 from chess_sim.config import EnvConfig, EvalConfig, RewardConfig, RLConfig, RunConfig
-from chess_sim.policy.base import observed_env
+from chess_sim.policy.base import cast_prefix, observed_env
 from chess_sim.policy.loading import check_reads
+from chess_sim.policy.precision import check_lowerable
 from chess_sim.report.summary import summarize
 from chess_sim.policy.average import WeightAverage, averaged
 from chess_sim.rl.check import self_check, write_report
 from chess_sim.rl.filtered import filtered_update, successful_decisions
-from chess_sim.rl.flow_rl import FlowRL, cast_prefix
+from chess_sim.rl.flow_rl import FlowRL
 from chess_sim.rl.ppo import ppo_update
 from chess_sim.rl.storage import Storage, stack_prefixes
 
@@ -62,6 +63,7 @@ def build(policy_dir: Path, cfg: RLConfig) -> tuple[FlowRL, torch.optim.Optimize
     `spread_head`, `critic`, `noise`)."""
     try:
         policy = _load(policy_dir, cfg)
+        check_lowerable(policy, cfg.run.chain_dtype)
         torch.manual_seed(cfg.run.seed)
         prefix_dtype = torch.float32 if policy.chain_dim == policy.action_dim else torch.bfloat16
         model = FlowRL(policy, cfg.noise, cfg.start, prefix_dtype=prefix_dtype, likelihood=cfg.ppo.likelihood,
@@ -181,7 +183,7 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
             rollout_s = time.perf_counter() - began
             bar.close()
             if iteration == 1:
-                result = self_check(model, storage, cfg.policy_lrs(), cfg.ppo.clip)
+                result = self_check(model, storage, cfg.policy_lrs(), cfg.ppo.clip, chain_dtype=cfg.run.chain_dtype)
                 write_report(result, out)
                 if not result["passed"]:
                     raise RLError(f"self-check failed (see {out / 'check.md'}): {json.dumps(result)}")
@@ -226,7 +228,8 @@ def _run_defining(args: dict) -> dict:
     environment (the policy comes from `last/` and the profile only filled in the settings). Settings added since a
     run began take their defaults, which are what it ran with."""
     run = {"denoise_steps": RunConfig.denoise_steps, "time_power": RunConfig.time_power,
-           "policy_in_simulators": RunConfig.policy_in_simulators, **args["rl"]["run"]}
+           "policy_in_simulators": RunConfig.policy_in_simulators, "chain_dtype": RunConfig.chain_dtype,
+           **args["rl"]["run"]}
     return {"rl": {**args["rl"], "run": {**run, "iterations": 0, "minutes": 0}},
             "reward": args["reward"], "env": args["env"]}
 
