@@ -36,7 +36,7 @@ from chess_sim.report.compare import compare  # noqa: E402
 from chess_sim.config import RL_PROFILES, EvalConfig, profile, replace_fields  # noqa: E402
 from chess_sim.eval import evaluate  # noqa: E402
 from chess_sim.policy.start import has_start  # noqa: E402
-from chess_sim.rl.train import run  # noqa: E402
+from chess_sim.rl.runner import run  # noqa: E402
 
 
 def main() -> None:
@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args()
     overrides = {key: value for key, value in (("ema", args.ema), ("anchor", args.anchor)) if value is not None}
-    cfg = replace_fields(RL_PROFILES[args.profile], iterations=10_000, minutes=args.minutes, **overrides)
+    cfg = replace_fields(RL_PROFILES[args.profile], iterations=10_000, minutes=args.minutes, **overrides).config()
     env = profile("baseline")
     log_file = args.out / "rl" / "log.jsonl"
     before = log_file.read_text() if log_file.is_file() else ""

@@ -18,7 +18,7 @@ else in this process), all in CPU seconds (true when the processes share the cor
 `eval_200_s` is the wall time of a noise-free evaluation of the policy on the first `eval-episodes` test scenes
 (0 skips it). `--denoise-steps` and `--time-power` sample the chain with K steps on the grid t_k = (1 - k/K)^p in
 the rollouts and the evaluation (0: the policy's own). `--chain-dtype` sets the precision of the rollouts' chain
-(`RunConfig.chain_dtype`; the profile's bfloat16 by default); the evaluation is float32 either way.
+(`FilteredConfig.chain_dtype`; the profile's bfloat16 by default); the evaluation is float32 either way.
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from chess_sim.config import CHAIN_DTYPES, RL_PROFILES, EvalConfig, profile  # noqa: E402
+from chess_sim.config import CHAIN_DTYPES, RL_PROFILES, EvalConfig, profile, replace_fields  # noqa: E402
 from chess_sim.eval import evaluate  # noqa: E402
 from chess_sim.policy.base import DECISION_ROWS  # noqa: E402
 from chess_sim.rl.rollout import RolloutDriver  # noqa: E402
 from chess_sim.rl.storage import Storage  # noqa: E402
-from chess_sim.rl.train import build, training_env  # noqa: E402
+from chess_sim.rl.runner import build, training_env  # noqa: E402
 from chess_sim.scheduler import drive  # noqa: E402
 from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
 
@@ -93,8 +93,8 @@ class _Recording(RolloutDriver):
         super().forget(episode)
 
 
-def rollout(model, vec, cfg, first: int, generator) -> dict:
-    driver = _Recording.for_run(model, generator, Storage(), cfg)
+def rollout(algorithm, vec, cfg, first: int, generator) -> dict:
+    driver = _Recording(algorithm, generator, Storage(), in_simulators=cfg.run.policy_in_simulators)
     clock: dict = {}
     began, cpu = time.perf_counter(), time.process_time()
     drive(vec, cfg.run.train_seed, list(range(first, first + cfg.run.episodes)), driver, clock=clock)
@@ -160,26 +160,27 @@ def main() -> None:
     parser.add_argument("--policy-in-simulators", action=argparse.BooleanOptionalAction,
                         default=compact.run.policy_in_simulators,
                         help="decide in the simulators' processes (default: the profile's)")
-    parser.add_argument("--chain-dtype", choices=CHAIN_DTYPES, default=compact.run.chain_dtype,
+    parser.add_argument("--chain-dtype", choices=CHAIN_DTYPES, default=compact.filtered.chain_dtype,
                         help="precision of the rollouts' chain (default: the profile's)")
     args = parser.parse_args()
     sampler = {"denoise_steps": args.denoise_steps, "time_power": args.time_power}
-    cfg = replace(compact, run=replace(compact.run, episodes=args.episodes, envs=args.envs,
-                                       policy_in_simulators=args.policy_in_simulators, chain_dtype=args.chain_dtype,
-                                       **sampler))
+    cfg = replace_fields(compact, episodes=args.episodes, envs=args.envs,
+                         policy_in_simulators=args.policy_in_simulators, chain_dtype=args.chain_dtype,
+                         **sampler).config()
     torch.set_num_threads(cfg.run.torch_threads)
-    model, _ = build(args.policy, cfg)
+    algorithm = build(args.policy, cfg)
+    model = algorithm.model
     generator = torch.Generator().manual_seed(cfg.run.seed)
     env_cfg = training_env(model, profile("baseline"))
     with make_vec_env(cfg.run.envs, env_cfg) as vec:
         # a warm-up round (process start-up, scene compilation, first renders) that the figures leave out
-        rollout(model, vec, replace(cfg, run=replace(cfg.run, episodes=vec.n)), FIRST_SCENE - vec.n, generator)
-        repeats = [rollout(model, vec, cfg, FIRST_SCENE + r * args.episodes, generator) for r in range(args.repeats)]
+        rollout(algorithm, vec, replace(cfg, run=replace(cfg.run, episodes=vec.n)), FIRST_SCENE - vec.n, generator)
+        repeats = [rollout(algorithm, vec, cfg, FIRST_SCENE + r * args.episodes, generator) for r in range(args.repeats)]
         processes = vec.processes
     result = {
         "policy": str(args.policy), "denoise_steps": model.policy.steps, "time_power": model.policy.time_power,
         "envs": cfg.run.envs, "processes": processes, "cores": os.cpu_count(),
-        "policy_in_simulators": cfg.run.policy_in_simulators, "chain_dtype": cfg.run.chain_dtype,
+        "policy_in_simulators": cfg.run.policy_in_simulators, "chain_dtype": cfg.algorithm.chain_dtype,
         "observation_size": env_cfg.camera.observation_size, "episodes_per_repeat": args.episodes,
         **{key: statistics.median(r[key] for r in repeats)
            for key in ("decisions_per_s", "raw_physics_decisions_per_s", "ratio", "ratio_chunks_from_starts")},

@@ -1,37 +1,42 @@
 #!/usr/bin/env bash
-# The main job on the built-in default: a short RL fine-tuning of models/baseline with the compact profile
+# The main job on the built-in default: a short RL fine-tuning of models/baseline with the RL profile `main`
 # (success-filtered flow matching of the velocity network, anchored to the baseline; the baseline samples at its
 # hand-set start spread 0.5, and so do the run's validations and saved policies), its report, and a paired
 # comparison of the run's last policy with the baseline on the same test scenes and draws.
 #   scripts/main_job.sh [OUT]        (default OUT: runs/main in the repository; it must not exist yet)
-# Sizes (environment): ITERATIONS (3), RL_EPISODES per iteration (224, so that three iterations fit the job's
-# 15 minutes here), MINUTES (12: a guard against a much slower machine; the run stops after the first iteration
-# whose fit ends past it), VAL_EPISODES (20), TEST_EPISODES (100).
+# The profile sizes the run (src/chess_sim/config/rl.py); these variables, when set, override it: ITERATIONS,
+# RL_EPISODES per iteration, MINUTES (the guard against a much slower machine: the run stops after the first
+# iteration that ends past it), VAL_EPISODES. TEST_EPISODES: test scenes of the comparison (100).
 set -euo pipefail
 out=$(realpath -m "${1:-$(dirname "$0")/../runs/main}")
 cd "$(dirname "$0")/.."
-iterations=${ITERATIONS:-3}
-minutes=${MINUTES:-12}
 episodes=${TEST_EPISODES:-100}
-rl_sizes=(--val-episodes "${VAL_EPISODES:-20}" --episodes "${RL_EPISODES:-224}")
-if ! awk -v m="$minutes" 'BEGIN { exit !(m + 0 > 0) }'; then
-    echo "error: MINUTES must be a positive number of minutes, got '$minutes'" >&2
-    exit 2
+sizes=()
+if [[ -n "${MINUTES:-}" ]]; then
+    if ! awk -v m="$MINUTES" 'BEGIN { exit !(m + 0 > 0) }'; then
+        echo "error: MINUTES must be a positive number of minutes, got '$MINUTES'" >&2
+        exit 2
+    fi
+    sizes+=(--minutes "$MINUTES")
 fi
-if ! [[ "$iterations" =~ ^[1-9][0-9]*$ ]]; then
-    echo "error: ITERATIONS must be a positive whole number, got '$iterations'" >&2
-    exit 2
+if [[ -n "${ITERATIONS:-}" ]]; then
+    if ! [[ "$ITERATIONS" =~ ^[1-9][0-9]*$ ]]; then
+        echo "error: ITERATIONS must be a positive whole number, got '$ITERATIONS'" >&2
+        exit 2
+    fi
+    sizes+=(--iterations "$ITERATIONS")
 fi
+[[ -n "${RL_EPISODES:-}" ]] && sizes+=(--episodes "$RL_EPISODES")
+[[ -n "${VAL_EPISODES:-}" ]] && sizes+=(--val-episodes "$VAL_EPISODES")
 if [[ -e "$out" ]]; then
     echo "error: $out already exists; pass another output directory (scripts/main_job.sh OUT)" >&2
     exit 2
 fi
 export MUJOCO_GL=${MUJOCO_GL:-egl}
 cs=.venv/bin/chess-sim
-# A fixed number of iterations makes the job's result the same on every run (the RL is deterministic); MINUTES
-# only guards a much slower machine. No weight average: after a few iterations the profile's average (decay 0.999 per
-# Adam step) would still be mostly the baseline.
-$cs rl --policy models/baseline --out "$out/rl" --iterations "$iterations" --minutes "$minutes" --ema 0 "${rl_sizes[@]}"
+# A fixed number of iterations makes the job's result the same on every run (the RL is deterministic); the minutes
+# only guard a much slower machine.
+$cs rl --policy models/baseline --profile main --out "$out/rl" ${sizes[@]+"${sizes[@]}"}
 .venv/bin/python - "$out/rl/log.jsonl" <<'PY'
 import sys
 from chess_sim import jsonl

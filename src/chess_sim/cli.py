@@ -16,8 +16,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: a missing
 
 from chess_sim import atomic, cli_args  # noqa: E402
 from chess_sim.cli_args import UsageError  # noqa: E402
-from chess_sim.config import (ON_FAILURE, POLICY_KINDS, PROFILES, RL_PROFILES, START_SPREAD_BOUNDS,  # noqa: E402
-                              TASK_PROFILES, TEST_SEED, TRAIN_SEED, DaggerConfig, EvalConfig, NoiseConfig, RecordConfig, RLConfig, SceneConfig, TrainConfig,
+from chess_sim.config import (ALGORITHMS, ON_FAILURE, POLICY_KINDS, PROFILES, RL_PROFILES,  # noqa: E402
+                              START_SPREAD_BOUNDS, TASK_PROFILES, TEST_SEED, TRAIN_SEED, DaggerConfig, EvalConfig,
+                              PPOConfig, RecordConfig, RLConfig, RLProfile, SceneConfig, TrainConfig, algorithm_fields,
                               profile)
 
 RECORD_FLAGS = {"recovery_fraction": "recovery"}
@@ -81,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--policy", help="policy directory (chess-sim's, or any LeRobot policy's), or 'expert' for the scripted expert")
     evaluation.add_argument("--out", type=Path, help="output folder (new, or this evaluation's with --resume)")
     cli_args.add_config_flags(evaluation, EvalConfig, rename=EVAL_FLAGS, custom={"noise": {
-        "type": cli_args.noise, "nargs": "?", "const": (NoiseConfig.sigma_start, NoiseConfig.sigma_end),
+        "type": cli_args.noise, "nargs": "?", "const": (PPOConfig.sigma_start, PPOConfig.sigma_end),
         "metavar": "START,END"}})
     evaluation.add_argument("--profile", choices=sorted(PROFILES), default="baseline")
     _add_tasks(evaluation)
@@ -100,9 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     temper.add_argument("--out", type=Path, required=True, help="the tempered policy's directory (new)")
     temper.add_argument("--json", type=Path, help="write the summary as JSON here")
 
-    rl = verbs.add_parser("rl", help="RL fine-tuning: PPO over action chunks (ReinFlow's noisy chain, or FPO's "
-                                     "flow surrogate)")
-    rl_check = verbs.add_parser("rl-check", help="the likelihood and determinism self-check on a short rollout")
+    rl = verbs.add_parser("rl", usage="chess-sim rl --policy POLICY --out OUT [options]", help="RL fine-tuning over action chunks: ReinFlow PPO or success-filtered flow "
+                                     "matching")
+    rl_check = verbs.add_parser("rl-check", usage="chess-sim rl-check --policy POLICY --out OUT [options]", help="the likelihood and determinism self-check on a short rollout")
     for command in (rl, rl_check):
         command.add_argument("--policy", type=Path, required=True, help="policy directory to fine-tune")
         command.add_argument("--out", type=Path, required=True)
@@ -113,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_tasks(command)
         command.add_argument("--json", type=Path, help="write the summary as JSON here")
         cli_args.add_backend(command)
-        cli_args.add_config_flags(command, RLConfig, profiles=RL_PROFILES)
+        cli_args.add_config_flags(command, RLProfile, profiles=RL_PROFILES)
     rl.add_argument("--resume", action="store_true", help="continue the run in --out from last/")
     rl.add_argument("--verbose", action=argparse.BooleanOptionalAction, default=False,
                     help="print every iteration's full log line (JSON) instead of a progress bar and one line per "
@@ -316,7 +317,13 @@ def _rl_config(args: argparse.Namespace) -> tuple[str, RLConfig]:
         except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
             kind = None
         name = "compact" if kind == "compact" else "smolvla"
-    cfg = cli_args.config_from_args(RLConfig, args, base=RL_PROFILES[name])
+    chosen = cli_args.config_from_args(RLProfile, args, base=RL_PROFILES[name])
+    for other in ALGORITHMS:
+        given = [field for field in algorithm_fields(other) if getattr(args, field, None) is not None]
+        if other != chosen.algorithm and given:
+            raise UsageError(f"--{given[0].replace('_', '-')} is a setting of --algorithm {other}; this run's "
+                             f"algorithm is {chosen.algorithm}")
+    cfg = chosen.config()
     if args.spread_noise and not cfg.start.steer:  # a profile's exploration simply goes with its start
         raise UsageError(f"--spread-noise {args.spread_noise} needs a learned start (--steer)")
     if args.initial_spread is not None and not cfg.start.steer:
@@ -327,12 +334,13 @@ def _rl_config(args: argparse.Namespace) -> tuple[str, RLConfig]:
 
 
 def cmd_rl(args: argparse.Namespace) -> dict:
-    from chess_sim.rl.train import run
+    from chess_sim.rl.runner import run
     from chess_sim.runs import RunError
 
     _check_output_dir(args.out)
     name, cfg = _rl_config(args)
-    print(f"RL profile: {name}" + (" (with the flags given)" if _flags_given(args, RLConfig) else ""))
+    print(f"RL profile: {name}, algorithm {cfg.algorithm.name}"
+          + (" (with the flags given)" if _flags_given(args, RLProfile) else ""))
     try:
         return run(args.policy, args.out, cfg, _env(args, args.env_profile), resume=args.resume,
                    backend=cli_args.backend_of(args), profile_name=name, verbose=args.verbose)
@@ -357,23 +365,23 @@ def cmd_temper(args: argparse.Namespace) -> dict:
 
 
 def cmd_rl_check(args: argparse.Namespace) -> dict:
-    from chess_sim.rl.check import self_check, write_report
-    from chess_sim.rl.train import RLError, build, collect, training_env
+    from chess_sim.rl.check import write_report
+    from chess_sim.rl.runner import RLError, build, collect, training_env
     from chess_sim.sim.vec_env import make_vec_env
 
     _check_output_dir(args.out)
     _, cfg = _rl_config(args)
     try:
-        model, _ = build(args.policy, cfg)
+        algorithm = build(args.policy, cfg)
     except RLError as error:
         raise UsageError(str(error)) from None
     import torch
 
     generator = torch.Generator().manual_seed(cfg.run.seed)
-    env_cfg = training_env(model, _env(args, args.env_profile))
+    env_cfg = training_env(algorithm.model, _env(args, args.env_profile))
     with make_vec_env(min(cfg.run.envs, cfg.run.episodes), env_cfg, backend=cli_args.backend_of(args)) as vec:
-        storage, _, _ = collect(model, vec, cfg, 0, generator)
-    result = self_check(model, storage, cfg.policy_lrs(), cfg.ppo.clip, chain_dtype=cfg.run.chain_dtype)
+        storage, _, _ = collect(algorithm, vec, cfg, 0, generator)
+    result = algorithm.check(storage)
     write_report(result, args.out)
     _print_report((args.out / "check.md").read_text().strip())
     if not result["passed"]:

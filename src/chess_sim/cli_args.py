@@ -20,6 +20,10 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", functools.partial(argparse.HelpFormatter, max_help_position=32))
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str):  # argparse's own errors, in our one-line form
         raise UsageError(message)
 
@@ -147,8 +151,8 @@ def add_config_flags(command: argparse.ArgumentParser, cls, profiles: dict[str, 
                      custom: dict[str, dict] | None = None) -> None:
     """One flag per field of the config tree `cls`, grouped by nested config. Without `profiles` a flag's default
     is the dataclass's; with them it is None (the chosen profile fills it in, `config_from_args`) and the help lists
-    each profile's value. `rename` maps a field to another flag name, `custom` replaces a field's argparse keywords
-    (type, nargs, ...), `skip` leaves fields out."""
+    the dataclass's default and each profile's value that differs from it. `rename` maps a field to another flag
+    name, `custom` replaces a field's argparse keywords (type, nargs, ...), `skip` leaves fields out."""
     rename, custom = rename or {}, custom or {}
     default_config = cls()
     groups: dict[tuple[str, ...], argparse._ArgumentGroup] = {}
@@ -159,15 +163,15 @@ def add_config_flags(command: argparse.ArgumentParser, cls, profiles: dict[str, 
         if len(path) > 1:
             if path[:-1] not in groups:
                 groups[path[:-1]] = command.add_argument_group(f"{' '.join(path[:-1])} ({owner.__name__})",
-                                                               (owner.__doc__ or "").split("\n\n")[0])
+                                                               _first_sentence(owner.__doc__ or ""))
             group = groups[path[:-1]]
         flag = "--" + rename.get(field.name, field.name).replace("_", "-")
         kind = _hints(owner)[field.name]
         default = _value(default_config, path)
-        if profiles:
+        if profiles:  # the dataclass default, and each profile that differs from it
             values = {name: _value(profile, path) for name, profile in profiles.items()}
-            shown = ", ".join(f"{name} {_show(value)}" for name, value in values.items())
-            suffix = f" [default: {_show(default)}]" if len(set(map(repr, values.values()))) == 1 else f" [{shown}]"
+            shown = "".join(f"; {name} {_show(value)}" for name, value in values.items() if value != default)
+            suffix = f" [default: {_show(default)}{shown}]"
         else:
             suffix = f" [default: {_show(default)}]"
         help_text = (field_docs(owner).get(field.name, "") + suffix).replace("%", "%%")
@@ -181,6 +185,10 @@ def add_config_flags(command: argparse.ArgumentParser, cls, profiles: dict[str, 
         if kind is not bool and "choices" not in keywords:
             keywords.setdefault("metavar", flag[2:].replace("-", "_").upper())
         group.add_argument(flag, **keywords)
+
+
+def _first_sentence(text: str) -> str:
+    return re.split(r"(?<=\.)\s", " ".join(text.split()), maxsplit=1)[0]
 
 
 def _show(value) -> str:

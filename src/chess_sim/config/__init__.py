@@ -17,6 +17,6 @@ from chess_sim.config.env import (PROFILES, BoardConfig, CameraConfig, EnvConfig
                                   PhysicsConfig, RewardConfig, SceneConfig, TASK_PROFILES, profile)
 from chess_sim.config.learning import (CompactConfig, DaggerConfig, EvalConfig, RecordConfig,  # noqa: F401
                                        TrainConfig)
-from chess_sim.config.rl import (ALGORITHMS, CHAIN_DTYPES, LIKELIHOODS, RATIOS, RL_PROFILES,  # noqa: F401
-                                 Algorithm, FilteredConfig, Likelihood, NoiseConfig, PPOConfig, Ratio, RLConfig,
-                                 RunConfig, START_SPREAD_BOUNDS, StartConfig)
+from chess_sim.config.rl import (ALGORITHM_CONFIGS, ALGORITHMS, CHAIN_DTYPES, RL_PROFILES,  # noqa: F401
+                                 START_SPREAD_BOUNDS, Algorithm, FilteredConfig, OptimConfig, PPOConfig, RLConfig,
+                                 RLProfile, RunConfig, StartConfig, algorithm_fields)

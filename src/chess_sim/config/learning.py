@@ -174,7 +174,7 @@ class EvalConfig:
     videos: int = 0
     """Film the first K episodes."""
     noise: tuple[float, float] | None = None
-    """(sigma_start, sigma_end) of the stochastic ReinFlow sampler (`--noise` alone: `NoiseConfig`'s defaults);
+    """(sigma_start, sigma_end) of the stochastic ReinFlow sampler (`--noise` alone: `PPOConfig`'s defaults);
     None: the deterministic ODE sampler."""
     start_spread: float = 1.0
     """Scales every start draw: x_0 = mean + std * s * draw under the policy's start distribution, a hand-set

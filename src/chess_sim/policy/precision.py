@@ -1,5 +1,5 @@
 """A flow policy's chain in a lower floating-point precision: what RL rollouts may sample with
-(`RunConfig.chain_dtype`).
+(`FilteredConfig.chain_dtype`).
 
 The chain's velocity calls are most of a decision's cost on the CPU (the compact policy: ~90% of a block of eight
 decisions), and they are matrix products that CPUs with bfloat16 dot products (AVX512_BF16, AMX) compute in about

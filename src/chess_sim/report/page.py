@@ -70,15 +70,16 @@ class RunKind:
     validation: str
     """Folder of the validation at a given count, under `val/`."""
     figures: tuple
-    """(title, figure function of the log lines)."""
+    """(title, figure function of the log lines and the run's arguments, the parsed `arguments` file or {})."""
     arguments: str
 
 
 RUN_KINDS = (
     RunKind("RL run", "log.jsonl", "iteration", "iter_{:04d}",
-            (("Learning curves", plots.rl_figure), ("Details", plots.rl_detail_figure)), "args.json"),
-    RunKind("Imitation training", "train_log.jsonl", "step", "step_{:06d}", (("Learning curves", plots.train_figure),),
-            "train_args.json"),
+            (("Learning curves", lambda lines, _: plots.rl_figure(lines)), ("Details", plots.rl_detail_figure)),
+            "args.json"),
+    RunKind("Imitation training", "train_log.jsonl", "step", "step_{:06d}",
+            (("Learning curves", lambda lines, _: plots.train_figure(lines)),), "train_args.json"),
 )
 
 
@@ -87,7 +88,8 @@ def _run_sections(run: Path, base: Path, kind: RunKind) -> list[str]:
     validations = [line for line in lines if "val_success" in line]
     sections = [_heading(run, lines, kind.unit)]
     if lines:
-        sections += [_figure(title, figure(lines)) for title, figure in kind.figures]
+        arguments = _json(run / kind.arguments) or {}
+        sections += [_figure(title, figure(lines, arguments)) for title, figure in kind.figures]
     else:
         sections.append(f"<p>The log is empty: no {kind.unit} has finished yet.</p>")
     sections.append(_comparisons(run / "val", validations, kind.validation, kind.unit))

@@ -2,8 +2,8 @@
 
 `train_figure(lines)`: imitation training (`train_log.jsonl`): loss vs step, validation success vs step.
 `rl_figure(lines)`: RL fine-tuning (`log.jsonl`): validation and training-rollout success vs iteration and
-validation success vs wall time. `rl_detail_figure(lines)`: return, per-piece success, end reasons, PPO
-statistics, noise size and the time split of each iteration. `eval_figure(summary)`: one evaluation's success
+validation success vs wall time. `rl_detail_figure(lines, arguments)`: return, per-piece success, end reasons, the
+update's statistics (of the algorithm `args.json` names), noise size and the time split of each iteration. `eval_figure(summary)`: one evaluation's success
 per piece and its end reasons. Success is drawn with its Wilson 95% interval wherever the log has one.
 All return the PNG bytes; `write_png` stores them atomically.
 """
@@ -46,7 +46,16 @@ def rl_figure(lines: list[dict]) -> bytes:
     return _png(figure)
 
 
-def rl_detail_figure(lines: list[dict]) -> bytes:
+UPDATE_SERIES = {
+    "ppo": ("PPO statistics", (("kl", "tab:purple", "approx KL"), ("clipfrac", "tab:brown", "clip fraction"))),
+    "filtered": ("Flow-matching loss of the fitted chunks", (("fit_loss_first_epoch", "tab:purple", "first epoch"),
+                                                             ("fit_loss_last_epoch", "tab:brown", "last epoch"))),
+}
+"""The update panel of each RL algorithm: its title and (log key, colour, label) series."""
+
+
+def rl_detail_figure(lines: list[dict], arguments: dict | None = None) -> bytes:
+    """`arguments`: the run's `args.json`, which names its algorithm (the seed's `ppo` when absent)."""
     validations = [line for line in lines if "val_success" in line]
     updates = [line for line in lines if line["iteration"] > 0 and "update_s" in line]
     figure, axes = plt.subplots(2, 3, figsize=(14, 7))
@@ -63,16 +72,14 @@ def rl_detail_figure(lines: list[dict]) -> bytes:
               [line.get(f"val_success_{piece}_ci") for line in rows], colour, piece)
     pieces.set(xlabel="iteration", title="Validation success per piece")
     _stacked_ends(ends, [line["iteration"] for line in validations], [line.get("val_ends") or {} for line in validations])
-    filtered = any("fit_steps" in line for line in updates)  # `rl --algorithm filtered` logs its fit instead of PPO's
-    series = ((("fit_loss_first_epoch", "tab:purple", "first epoch"), ("fit_loss_last_epoch", "tab:brown", "last epoch"))
-              if filtered else
-              (("approx_kl", "tab:purple", "approx KL"), ("clipfrac", "tab:brown", "clip fraction")))
+    title, series = UPDATE_SERIES.get(((arguments or {}).get("rl") or {}).get("algorithm", "ppo"), ("Update", ()))
     for key, colour, label in series:
         rows = [line for line in updates if line.get(key) is not None]
         ppo.plot([line["iteration"] for line in rows], [line[key] for line in rows], marker=".", color=colour,
                  label=label)
-    ppo.set(xlabel="iteration", title="Flow-matching loss of the fitted chunks" if filtered else "PPO statistics")
-    ppo.legend(loc="best")
+    ppo.set(xlabel="iteration", title=title)
+    if series:
+        ppo.legend(loc="best")
     iterations = [line["iteration"] for line in updates]
     critic_rows = [line for line in updates if line.get("explained_variance") is not None]  # PPO's critic only
     noise.plot([line["iteration"] for line in critic_rows],

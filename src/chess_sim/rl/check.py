@@ -1,14 +1,14 @@
-"""The likelihood and determinism self-check of RL fine-tuning (`chess-sim rl-check`, and before the first
-update of every `chess-sim rl` run). On a fresh rollout (items 1, 2 and 5 only where the rollout kept log-probs: the
-`filtered` algorithm's compares no likelihoods and keeps none):
+"""The likelihood and determinism self-check of RL fine-tuning (`chess-sim rl-check`, and before the first update
+of every `chess-sim rl` run), on a fresh rollout's first decisions (each algorithm's `check` calls `self_check`):
 
-1. log-probs (or the flow surrogate's elements, under their stored draws) re-evaluated from storage equal the
-   rollout's, within float32 rounding (`log_prob_tolerance`);
-2. hence ratio 1 and approximate KL 0 before any update;
-3. the policy is in eval mode (no dropout or other train-time behaviour while sampling or re-evaluating);
-4. the noise-free sampler is deterministic and equals the policy's own sampler (`sample_chunk`);
-5. after one small update (on a copy), how far per-element, per-step (one row summed) and per-chunk log-probs
-   move: why each element gets its own clipped ratio.
+1. the policy is in eval mode (no dropout or other train-time behaviour while sampling or re-evaluating);
+2. the noise-free sampler is deterministic and equals the policy's own sampler (`sample_chunk`);
+3. with the rollouts' chain in a lower precision, that chain is deterministic too (its distance from float32's is
+   reported);
+4. where the rollout kept log-probs (an algorithm that compares likelihoods): log-probs re-evaluated from storage
+   equal the rollout's within float32 rounding (`log_prob_tolerance`), hence ratio 1 and approximate KL 0 before any
+   update; and after one small update (on a copy), how far per-element, per-step (one row summed) and per-chunk
+   log-probs move: why each element gets its own clipped ratio.
 """
 
 from __future__ import annotations
@@ -21,46 +21,39 @@ import torch
 
 from chess_sim import atomic
 from chess_sim.policy.base import cast_prefix, sample_chunk
-from chess_sim.policy.precision import lowered_chain
-from chess_sim.rl.flow_rl import FlowRL
-from chess_sim.rl.ppo import approx_kl, clipped_policy_loss, log_ratio
+from chess_sim.policy.precision import LoweredChain
+from chess_sim.rl.clipped_loss import approx_kl, clipped_policy_loss, element_log_ratios
+from chess_sim.rl.flow_rl import FlowRL, RolloutSpec
 
 MEAN_ROUNDING = 1e-5
 """Accepted float32 discrepancy of a transition's mean times its standardised noise (chain units). Sampling
 runs B rows and re-evaluation B*K rows, so the velocity's rounding differs (~1e-6 for chain values of a few
 units); an element's log-prob then differs by |noise| * discrepancy / sigma, largest at the smallest sigma."""
-VELOCITY_ROUNDING = 1e-4
-"""Accepted float32 discrepancy of a velocity (normalised action units per unit time): `MEAN_ROUNDING` over the
-uniform grid's step 1/10, whatever grid a chain runs on (the flow surrogate's velocities do not depend on it)."""
 
 
-def log_prob_tolerance(model: FlowRL, rollout: torch.Tensor | None = None) -> float:
-    """Largest accepted |re-evaluated - rollout| log-prob difference, nats per element: `MEAN_ROUNDING` over
-    the smallest noise size (5e-3 nats, a ratio within 0.5% of 1, at the default sigma_end 0.002). The flow
-    surrogate's elements are minus squared errors e = (v - target)^2 (the `rollout` ones are needed): an allowance
-    `VELOCITY_ROUNDING` on the velocity moves one by 2 sqrt(e) times it."""
-    if model.likelihood == "flow":
-        largest = float((-rollout).clamp_min(0).max()) if rollout is not None and rollout.numel() else 0.0
-        return VELOCITY_ROUNDING * 2.0 * max(largest, 1.0) ** 0.5
-    return MEAN_ROUNDING / float(model.sigmas().detach().min())
+def log_prob_tolerance(sigmas: torch.Tensor) -> float:
+    """Largest accepted |re-evaluated - rollout| log-prob difference, nats per element: `MEAN_ROUNDING` over the
+    smallest noise size (K, C)."""
+    return MEAN_ROUNDING / float(sigmas.min())
 
 
-def self_check(model: FlowRL, storage, lrs: dict[str, float], clip: float, decisions: int = 8,
-               chain_dtype: str = "float32") -> dict:
-    """Run the checks on up to `decisions` stored decisions; `passed` says whether all hard checks hold. The
-    trial update moves each of the policy's parameter sets at its learning rate in `lrs`
-    (`RLConfig.policy_lrs`), as the run's optimizer does. With the rollouts' chain in a lower precision
-    (`chain_dtype`), that chain must be deterministic too, and its distance from the float32 one is reported."""
+def self_check(model: FlowRL, storage, lowered: LoweredChain | None = None, sigmas: torch.Tensor | None = None,
+               lrs: dict[str, float] | None = None, clip: float = 0.2, decisions: int = 8) -> dict:
+    """Run the checks on up to `decisions` stored decisions; `passed` says whether all hard checks hold. `lowered`:
+    the rollouts' chain in a lower precision, if any. With the chain's noise sizes `sigmas` (K, C) the stored
+    log-probs are checked too, and the trial update moves each of the policy's parameter sets at its learning rate
+    in `lrs`, as the run's optimizer does."""
     index = torch.arange(min(decisions, len(storage)))
     chain, prefix, state, old = storage.minibatch(index)
-    scored = old is not None  # a rollout for an update that compares no likelihoods kept none: the sampler alone
-    spreads = storage.spreads(index)
+    scored = sigmas is not None
+    assert not scored or old is not None, "a check of the likelihoods needs a rollout that kept its log-probs"
+    spreads = storage.spreads(index) if scored else None
     drawn = None if spreads is None else spreads[0]
-    flow = storage.flow_draws(index)
     eval_mode = not any(module.training for module in model.modules())
     x0 = chain[:, 0]
-    first = model.sample_from_prefix(prefix, state, x0, None, flow=flow, scored=scored).chain[:, -1]
-    second = model.sample_from_prefix(prefix, state, x0, None, flow=flow, scored=scored).chain[:, -1]
+    noise_free = RolloutSpec()
+    first = model.sample_from_prefix(prefix, state, x0, None, None, noise_free).chain[:, -1]
+    second = model.sample_from_prefix(prefix, state, x0, None, None, noise_free).chain[:, -1]
     with torch.no_grad():
         own = sample_chunk(model.policy, cast_prefix(prefix, torch.float32), x0)
     result = {
@@ -69,53 +62,53 @@ def self_check(model: FlowRL, storage, lrs: dict[str, float], clip: float, decis
         "eval_mode": eval_mode,
         "noise_free_deterministic": bool(torch.equal(first, second)),
         "noise_free_vs_policy_sampler_max_abs_diff": float((first - own).abs().max()),
-        "rollout_chain_dtype": chain_dtype,
+        "rollout_chain_dtype": "float32" if lowered is None else str(lowered.dtype).removeprefix("torch."),
     }
-    lowered = lowered_chain(model.policy, chain_dtype)
     if lowered is not None:
-        twice = [model.sample_from_prefix(prefix, state, x0, None, scored=False, lowered=lowered).chain[:, -1]
-                 for _ in range(2)]
+        spec = RolloutSpec(lowered=lowered)
+        twice = [model.sample_from_prefix(prefix, state, x0, None, None, spec).chain[:, -1] for _ in range(2)]
         result["rollout_chain_deterministic"] = bool(torch.equal(*twice))
         result["rollout_chain_vs_float32_max_abs_diff"] = float((twice[0] - first).abs().max())
     if scored:
         with torch.no_grad():
-            new, _ = model.evaluate(chain, prefix, state, drawn, flow=flow)
-            log_ratios = new - old
+            log_ratios = model.evaluate(chain, prefix, sigmas, drawn) - old
             if spreads is not None:  # the drawn spreads' log-densities are checked alongside the chain's
                 log_ratios = torch.cat([log_ratios.flatten(),
                                         (model.spread_log_probs(drawn, prefix) - spreads[1]).flatten()])
         result.update({"log_prob_max_abs_diff": float(log_ratios.abs().max()),
-                       "log_prob_tolerance": log_prob_tolerance(model, old),
+                       "log_prob_tolerance": log_prob_tolerance(sigmas),
                        "ratio_max_abs_dev": float((log_ratios.exp() - 1).abs().max()),
-                       "approx_kl": float(approx_kl(log_ratios))})
-        result.update(_one_update_shift(model, chain, prefix, state, old, lrs, clip, drawn, flow))
+                       "kl": float(approx_kl(log_ratios))})
+        result.update(_one_update_shift(model, chain, prefix, old, sigmas, lrs, clip, drawn))
     result["passed"] = ((not scored or result["log_prob_max_abs_diff"] <= result["log_prob_tolerance"]) and eval_mode
                         and result["noise_free_deterministic"] and result.get("rollout_chain_deterministic", True)
                         and result["noise_free_vs_policy_sampler_max_abs_diff"] <= 1e-5)
     return result
 
 
-def _one_update_shift(model: FlowRL, chain, prefix, state, old, lrs: dict[str, float], clip: float,
-                      drawn: torch.Tensor | None, flow: tuple[torch.Tensor, torch.Tensor] | None) -> dict:
+def _one_update_shift(model: FlowRL, chain, prefix, old, sigmas: torch.Tensor, lrs: dict[str, float], clip: float,
+                      drawn: torch.Tensor | None) -> dict:
     """One Adam step of the per-element PPO loss (unit advantages of alternating sign) on a copy of the model;
     how much log-probs then move at each granularity, and the share of ratios outside the clip range. Only the
-    elements PPO scores count (`FlowRL.scored_mask`: not the unexecuted actions of a shorter executed chunk)."""
+    elements an update scores count (`FlowRL.scored_mask`: not the unexecuted actions of a shorter chunk)."""
     trial = copy.deepcopy(model)
     sets = trial.policy_parameter_sets()
     optimizer = torch.optim.Adam([{"params": params, "lr": lrs[name]} for name, params in sets.items()])
     advantages = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(chain.shape[0])])
-    new, _ = trial.evaluate(chain, prefix, state, drawn, flow=flow)
+    new = trial.evaluate(chain, prefix, sigmas, drawn)
     scored = model.scored_mask()
-    clipped_policy_loss(log_ratio(new, old, "element", scored), advantages, clip)["pg_loss"].backward()
+    clipped_policy_loss(element_log_ratios(new, old, scored), advantages, clip)["pg_loss"].backward()
     optimizer.step()
     with torch.no_grad():
-        after, _ = trial.evaluate(chain, prefix, state, drawn, flow=flow)
+        moved = trial.evaluate(chain, prefix, sigmas, drawn) - old
+    if scored is not None:
+        moved = moved * scored
     shift = {}
-    for mode in ("element", "step", "chunk"):
-        moved = log_ratio(after, old, mode, scored)
-        shift[f"shift_{mode}_median_nats"] = float(moved.abs().median())
-        shift[f"shift_{mode}_max_nats"] = float(moved.abs().max())
-        shift[f"outside_clip_{mode}"] = float(((moved.exp() - 1).abs() > clip).float().mean())
+    for mode, dims in (("element", None), ("step", (2, 3)), ("chunk", (1, 2, 3))):
+        change = element_log_ratios(moved, torch.zeros_like(moved), scored) if dims is None else moved.sum(dim=dims)
+        shift[f"shift_{mode}_median_nats"] = float(change.abs().median())
+        shift[f"shift_{mode}_max_nats"] = float(change.abs().max())
+        shift[f"outside_clip_{mode}"] = float(((change.exp() - 1).abs() > clip).float().mean())
     shift["update_lrs"] = {name: lrs[name] for name in sets}
     return shift
 
@@ -143,7 +136,7 @@ def write_report(result: dict, out: Path) -> None:
     lines += [
         f"- re-evaluated vs rollout log-probs: max |diff| {result['log_prob_max_abs_diff']:.2e} nats "
         f"(tolerance {result['log_prob_tolerance']:.0e}); max |ratio - 1| {result['ratio_max_abs_dev']:.2e}; "
-        f"approx KL {result['approx_kl']:.2e}",
+        f"approx KL {result['kl']:.2e}",
         f"- after one update ({_rates(result['update_lrs'])}), |log-prob change| median / max: per element "
         f"{result['shift_element_median_nats']:.3g} / {result['shift_element_max_nats']:.3g} nats, per step "
         f"{result['shift_step_median_nats']:.3g} / {result['shift_step_max_nats']:.3g}, per chunk "

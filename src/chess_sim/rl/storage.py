@@ -1,10 +1,9 @@
-"""Storage of one iteration's decisions for PPO, episode after episode.
+"""Storage of one iteration's decisions, episode after episode (every algorithm's rollout fills one).
 
-Per decision: the chain (K+1, T, C), its per-element log-probs (K, T, C), the critic's value, the reward
-(sum over the chunk's steps), the state (A,) and the policy's prefix in its stored form (FlowRL's
-`prefix_dtype`, on the CPU), so the update re-evaluates log-probs without running the encoder; with spread
-exploration also the drawn log-spread (1,) and its log-density (1,); with the flow surrogate its elements (M, T, A)
-in place of the log-probs and its draws, noise (M, T, C) and times (M,).
+Per decision: the chain (K+1, T, C), its per-element log-probs (R, T, C) when the rollout kept them, the critic's
+value (0 without a critic), the reward (sum over the chunk's steps), the state (A,) and the policy's prefix in its
+stored form (FlowRL's `prefix_dtype`, on the CPU), so an update re-evaluates without running the encoder; with
+spread exploration also the drawn log-spread (1,) and its log-density (1,).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from typing import Any
 
 import torch
 
-from chess_sim.rl.ppo import gae
+from chess_sim.rl.gae import gae
 
 
 @dataclass
@@ -30,9 +29,7 @@ class Decision:
     spread: torch.Tensor | None = None
     """(1,) the log-spread this decision drew (spread exploration), else None."""
     spread_log_prob: torch.Tensor | None = None
-    """(1,) its log-density when drawn."""
-    flow: tuple[torch.Tensor, torch.Tensor] | None = None
-    """With the flow surrogate: its draws, noise (M, T, C) and times (M,); else None."""
+    """(1,) its log-density when drawn and scored."""
 
 
 def split_prefix(prefix: Any, batch: int) -> list[Any]:
@@ -77,7 +74,7 @@ class Storage:
         return out
 
     def finish(self, gamma: float, lam: float) -> None:
-        """Compute advantages and returns; the storage is then read-only."""
+        """Compute advantages and returns (`rl/gae.py`) from the stored values and rewards."""
         self.values = torch.tensor([d.value for d in self.decisions])
         self.rewards = torch.tensor([d.reward for d in self.decisions])
         self.advantages, self.returns = gae(self.rewards, self.values, torch.tensor(self._next_values),
@@ -98,10 +95,3 @@ class Storage:
         if chosen[0].spread is None:
             return None
         return torch.stack([d.spread for d in chosen]), torch.stack([d.spread_log_prob for d in chosen])
-
-    def flow_draws(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """(noise (B, M, T, C), times (B, M)) of the decisions `index` under the flow surrogate; else None."""
-        chosen = [self.decisions[i] for i in index.tolist()]
-        if chosen[0].flow is None:
-            return None
-        return torch.stack([d.flow[0] for d in chosen]), torch.stack([d.flow[1] for d in chosen])
