@@ -35,7 +35,7 @@ def main(verb: str, out: Path, policy: Path, dataset: Path, resume: bool) -> Non
 
         record(out, replace(ENV, episode_seconds=20.0), RECORD, 7_700_003, 2, workers=1, resume=resume)
     elif verb == "rl":
-        from chess_sim.rl.train import run
+        from chess_sim.rl.runner import run
 
         run(policy, out, RL, ENV, resume=resume)
     elif verb == "train":

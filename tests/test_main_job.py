@@ -22,7 +22,11 @@ def test_main_job_runs_rl_report_and_the_paired_comparison(tmp_path):
     comparison = json.loads((out / "comparison.json").read_text())
     assert comparison["episodes"] == 2 and 0.0 <= comparison["mcnemar_p"] <= 1.0
     assert (out / "rl" / "last" / "start.json").is_file()  # the baseline's start spread goes with the fine-tuned policy
-    assert "last = iteration" in done.stdout
+    assert "last = iteration" in done.stdout and "RL profile: main, algorithm filtered" in done.stdout
+    run = json.loads((out / "rl" / "args.json").read_text())  # the profile sizes what the environment leaves unset
+    assert run["profile"] == "main" and run["rl"]["algorithm"] == "filtered"
+    assert run["rl"]["run"]["iterations"] == 3 and run["rl"]["optim"]["ema"] == 0.0
+    assert (run["rl"]["run"]["episodes"], run["rl"]["run"]["val_episodes"], run["rl"]["run"]["minutes"]) == (2, 2, 0.01)
     again = subprocess.run([str(SCRIPT), str(out)], env={**os.environ, **TINY}, capture_output=True, text=True,
                            timeout=60)
     assert again.returncode == 2 and again.stderr.count("\n") == 1 and "already exists" in again.stderr

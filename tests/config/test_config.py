@@ -5,10 +5,10 @@ import pytest
 
 from chess_sim.cli_args import field_docs, leaf_fields
 from chess_sim.config import (PROFILES, RL_PROFILES, TEST_SEED, TRAIN_SEED, VALIDATION_SEED, EnvConfig, EvalConfig,
-                              NoiseConfig, PPOConfig, RecordConfig, RLConfig, RunConfig, StartConfig, TrainConfig,
-                              replace_fields)
+                              FilteredConfig, OptimConfig, PPOConfig, RecordConfig, RLConfig, RLProfile, RunConfig,
+                              StartConfig, TrainConfig, algorithm_fields, replace_fields)
 
-TREES = (EnvConfig, RecordConfig, TrainConfig, EvalConfig, RLConfig)
+TREES = (EnvConfig, RecordConfig, TrainConfig, EvalConfig, RLProfile)
 
 
 @pytest.mark.parametrize("tree", TREES)
@@ -22,43 +22,63 @@ def test_every_field_has_a_docstring_and_a_unique_name(tree):
 
 
 def test_replace_fields_reaches_into_the_tree_and_leaves_the_rest():
-    base = RL_PROFILES["compact-spread"]
-    changed = replace_fields(base, lr=1e-5, steer=False, iterations=7)
+    base = RL_PROFILES["compact"]
+    changed = replace_fields(base, lr=1e-5, steer=False, iterations=7, anchor=0.5, algorithm="ppo")
     assert (changed.ppo.lr, changed.start.steer, changed.run.iterations) == (1e-5, False, 7)
-    assert changed.run.envs == base.run.envs and changed.noise == base.noise
-    assert base.ppo.lr == 0.0  # the profile itself is untouched
+    assert (changed.filtered.anchor, changed.algorithm) == (0.5, "ppo")
+    assert changed.run.envs == base.run.envs and changed.optim == base.optim
+    assert changed.filtered.chain_dtype == base.filtered.chain_dtype
+    assert base.ppo.lr == PPOConfig.lr and base.algorithm == "filtered"  # the profile itself is untouched
     with pytest.raises(ValueError, match="no field lrr"):
         replace_fields(base, lrr=1.0)
+    cfg = base.config()  # a run's config holds only its algorithm's fields
+    assert replace_fields(cfg, fit_lr=1e-3, ema=0.5).algorithm.fit_lr == 1e-3
+    assert replace_fields(cfg, fit_lr=1e-3, ema=0.5).optim.ema == 0.5
+    with pytest.raises(ValueError, match="no field lr"):
+        replace_fields(cfg, lr=1.0)
 
 
 @pytest.mark.parametrize("make, message", [
     (lambda: RunConfig(iterations=0), "iterations must be >= 1"),
-    (lambda: PPOConfig(ratio="token"), "ratio must be one of element, step, chunk"),
-    (lambda: PPOConfig(clip=-0.1), "clip must be >= 0"),
-    (lambda: NoiseConfig(sigma_end=0.0), "must be positive"),
-    (lambda: StartConfig(spread_noise=-1.0), "spread_noise must be >= 0"),
+    (lambda: PPOConfig(clip=-0.1), "clip must be positive"),
+    (lambda: PPOConfig(sigma_end=0.0), "must be positive"),
+    (lambda: PPOConfig(spread_noise=-1.0), "spread_noise must be >= 0"),
+    (lambda: StartConfig(initial_spread=5.0), r"initial_spread must be within \[0.05, 2.0\]"),
+    (lambda: OptimConfig(ema=1.0), r"ema must be in \[0, 1\)"),
     (lambda: TrainConfig(time_beta=0.0), "time_beta must be positive"),
     (lambda: EvalConfig(noise=(0.2, 0.0)), "noise must be two positive sizes"),
     (lambda: RecordConfig(recovery_fraction=1.5), r"recovery_fraction must be in \[0, 1\]"),
-    (lambda: RunConfig(chain_dtype="float16"), "chain_dtype must be one of float32, bfloat16"),
-    (lambda: replace_fields(RL_PROFILES["compact"], algorithm="ppo", steer=False),
-     "chain_dtype bfloat16 needs algorithm filtered"),
+    (lambda: FilteredConfig(chain_dtype="float16"), "chain_dtype must be one of float32, bfloat16"),
+    (lambda: RLProfile(algorithm="sac"), "algorithm must be one of ppo, filtered"),
+    (lambda: RLConfig(algorithm=RunConfig()), "algorithm must be one of ppo, filtered"),
 ])
 def test_a_config_refuses_bad_values_where_it_is_made(make, message):
     with pytest.raises(ValueError, match=message):
         make()
 
 
+def test_an_algorithm_brings_its_own_config_and_args_json_keeps_only_that_one():
+    ppo = replace_fields(RL_PROFILES["compact"], algorithm="ppo").config()  # bfloat16 rollouts are filtered's
+    assert ppo.algorithm == PPOConfig() and ppo.start == RL_PROFILES["compact"].start
+    assert set(ppo.as_dict()) == {"algorithm", "run", "start", "optim", "ppo"} and ppo.as_dict()["algorithm"] == "ppo"
+    filtered = RL_PROFILES["compact"].config()
+    assert set(filtered.as_dict()) == {"algorithm", "run", "start", "optim", "filtered"}
+    assert filtered.as_dict()["filtered"]["chain_dtype"] == "bfloat16"
+    assert set(algorithm_fields("ppo")).isdisjoint(algorithm_fields("filtered"))
+    assert "spread_lr" in algorithm_fields("ppo") and "chain_dtype" in algorithm_fields("filtered")
+
+
 def test_profiles_are_valid_configs_of_their_kind():
-    assert set(RL_PROFILES) == {"compact", "compact-spread", "smolvla"} and set(PROFILES) == {"baseline", "randomized"}
-    assert RL_PROFILES["smolvla"] == RLConfig()  # the seed's method on a GPU is the default
+    assert set(RL_PROFILES) == {"compact", "main", "smolvla"} and set(PROFILES) == {"baseline", "randomized"}
+    assert RL_PROFILES["smolvla"] == RLProfile() and RL_PROFILES["smolvla"].config() == RLConfig()  # the seed's
     compact = RL_PROFILES["compact"]  # the velocity learns, from its successes; the start is a hand-set spread
     assert compact.algorithm == "filtered" and compact.filtered.fit_lr > 0 and compact.start.steer
-    assert compact.start.spread_lr == compact.start.spread_head_lr == compact.start.spread_noise == 0.0
-    assert compact.filtered.anchor == 0.25 and compact.ppo.ema == 0.999  # the recipe of models/rl
-    assert compact.run.chain_dtype == "bfloat16" and RunConfig().chain_dtype == "float32"
-    spread = RL_PROFILES["compact-spread"]  # the start's spread alone
-    assert spread.start.steer and spread.start.spread_noise > 0 and spread.ppo.lr == 0.0
+    assert compact.config().algorithm == compact.filtered  # its start is not learned: no spread settings
+    assert compact.filtered.anchor == 0.25 and compact.optim.ema == 0.999  # the recipe of models/rl
+    assert compact.filtered.chain_dtype == "bfloat16" and FilteredConfig().chain_dtype == "float32"
+    main = RL_PROFILES["main"]  # the main job: compact, sized for its 15 minutes, no weight average
+    assert main.config() == replace_fields(compact, iterations=3, minutes=12.0, episodes=224, val_episodes=20,
+                                           ema=0.0).config()
 
 
 def test_rl_rolls_out_on_scenes_of_its_own_seed():

@@ -68,10 +68,10 @@ def test_only_the_compact_policys_chain_is_lowered(policy):
     assert lowered_chain(object(), "float32") is None
 
 
-def test_a_scored_sample_keeps_the_policys_own_chain(policy):
-    from chess_sim.rl.flow_rl import FlowRL
+def test_a_scored_rollout_keeps_the_policys_own_chain(policy):
+    from chess_sim.policy.base import noise_schedule
+    from chess_sim.rl.flow_rl import RolloutSpec
 
-    model = FlowRL(policy, likelihood="chain").eval()
-    with pytest.raises(AssertionError, match="a scored sample keeps it"):
-        model.sample(observations(), torch.randn(2, 50, 6), torch.randn(2, policy.steps, 50, 6),
-                     lowered=lowered_chain(policy, "bfloat16"))
+    sigmas = noise_schedule(0.2, 0.002, policy.steps)[:, None].expand(policy.steps, 6)
+    with pytest.raises(AssertionError, match="log-probs describe the policy's own chain"):
+        RolloutSpec(sigmas=sigmas, scored=True, lowered=lowered_chain(policy, "bfloat16"))

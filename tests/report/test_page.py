@@ -11,7 +11,7 @@ import pytest
 from chess_sim.cli import main
 from chess_sim.config import CameraConfig, RLConfig, profile, replace_fields
 from chess_sim.report.page import ReportError, build_report
-from chess_sim.rl.train import run
+from chess_sim.rl.runner import run
 
 pytestmark = pytest.mark.slow  # an RL run and headless Chromium
 
@@ -107,7 +107,7 @@ def test_tensorboard_holds_the_logged_scalars(rl_run):
     events = EventAccumulator(str(rl_run / "tensorboard"))
     events.Reload()
     tags = events.Tags()["scalars"]
-    for tag in ("val_success", "approx_kl", "clipfrac", "explained_variance", "sigma_mean", "rollout_parts/env"):
+    for tag in ("val_success", "kl", "clipfrac", "explained_variance", "sigma_mean", "rollout_parts/env"):
         assert tag in tags
     assert [event.step for event in events.Scalars("val_success")] == [0, 1, 2]
 

@@ -39,10 +39,25 @@ def test_rl_figure_draws_intervals_from_episode_counts_when_absent(tmp_path):
 def test_rl_details_draw_the_iterations_as_the_rl_loop_logs_them():
     validations = [{"iteration": i, "val_success": 0.5, "val_success_ci": [0.3, 0.7], "val_return": 0.5,
                     "val_ends": {"success": 5, "toppled": 5}, "elapsed_s": 60.0 * i} for i in (0, 5)]
-    updates = [{"iteration": i, "approx_kl": 0.01 * i, "clipfrac": 0.1, "explained_variance": 0.2, "sigma_mean": 0.005,
+    updates = [{"iteration": i, "kl": 0.01 * i, "clipfrac": 0.1, "explained_variance": 0.2, "sigma_mean": 0.005,
                 "start_std": 1.0 - 0.05 * i, "train_return": 0.3, "rollout_s": 30.0, "update_s": 0.4,
                 "rollout_parts": {"prep": 0.2, "sample": 12.0, "env": 14.0, "rounds": 150},
                 "elapsed_s": 60.0 * i} for i in range(1, 6)]
-    with_updates = plots.rl_detail_figure([validations[0], *updates[:-1], {**updates[-1], **validations[1]}])
-    without = plots.rl_detail_figure(validations)
+    ppo = {"rl": {"algorithm": "ppo"}}
+    with_updates = plots.rl_detail_figure([validations[0], *updates[:-1], {**updates[-1], **validations[1]}], ppo)
+    without = plots.rl_detail_figure(validations, ppo)
     assert _image(with_updates).size == _image(without).size and with_updates != without
+    assert plots.rl_detail_figure(updates) == plots.rl_detail_figure(updates, ppo)  # no arguments: the seed's ppo
+
+
+def test_rl_details_take_the_algorithm_from_the_run_arguments_not_from_the_log_keys():
+    # one log with both algorithms' keys: the panel draws those of the algorithm args.json names
+    updates = [{"iteration": i, "kl": 0.01 * i, "clipfrac": 0.1, "fit_loss_first_epoch": 1.0 / i,
+                "fit_loss_last_epoch": 0.5 / i, "fitted": 10, "fit_steps": 4, "train_return": 0.3, "rollout_s": 30.0,
+                "update_s": 0.4, "elapsed_s": 60.0 * i} for i in range(1, 6)]
+    ppo, filtered = (plots.rl_detail_figure(updates, {"rl": {"algorithm": name}}) for name in ("ppo", "filtered"))
+    assert _image(ppo).size == _image(filtered).size and ppo != filtered
+    without_fit = [{key: value for key, value in line.items() if not key.startswith("fit_")} for line in updates]
+    without_ppo = [{key: value for key, value in line.items() if key not in ("kl", "clipfrac")} for line in updates]
+    assert plots.rl_detail_figure(without_fit, {"rl": {"algorithm": "ppo"}}) == ppo  # fit keys are not drawn
+    assert plots.rl_detail_figure(without_ppo, {"rl": {"algorithm": "filtered"}}) == filtered  # nor PPO's
