@@ -45,7 +45,7 @@ from chess_sim.rl.rollout import RolloutDriver  # noqa: E402
 from chess_sim.rl.storage import Storage  # noqa: E402
 from chess_sim.rl.runner import build, training_env  # noqa: E402
 from chess_sim.scheduler import drive  # noqa: E402
-from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
+from chess_sim.sim.backends import make_vec_env  # noqa: E402
 
 FIRST_SCENE = 900_000
 """Training scenes far beyond any run's: the benchmark never shares scenes with an experiment."""

@@ -27,7 +27,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import numpy as np  # noqa: E402
 
 from chess_sim.config import TRAIN_SEED, profile  # noqa: E402
-from chess_sim.sim.vec_env import make_vec_env  # noqa: E402
+from chess_sim.sim.backends import make_vec_env  # noqa: E402
 
 SIMULATORS = 2
 BATCHES = (1, 2, 4, 8, 16, 32)

@@ -367,7 +367,7 @@ def cmd_temper(args: argparse.Namespace) -> dict:
 def cmd_rl_check(args: argparse.Namespace) -> dict:
     from chess_sim.rl.check import write_report
     from chess_sim.rl.runner import RLError, build, collect, training_env
-    from chess_sim.sim.vec_env import make_vec_env
+    from chess_sim.sim.backends import make_vec_env
 
     _check_output_dir(args.out)
     _, cfg = _rl_config(args)

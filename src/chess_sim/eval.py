@@ -194,7 +194,7 @@ def policy_threads() -> int:
 def _run(policy, todo: list[int], out: Path, cfg: EvalConfig, env_cfg: EnvConfig, rows: dict, timing: Timing,
          backend: str):
     from chess_sim.scheduler import drive
-    from chess_sim.sim.vec_env import make_vec_env
+    from chess_sim.sim.backends import make_vec_env
 
     is_expert = policy == EXPERT
     env_cfg = replace(env_cfg, render=not is_expert, early_stop=cfg.early_stop)

@@ -154,15 +154,6 @@ def test_observations_at_a_policy_size_are_the_resized_frames():
     small.close()
 
 
-def test_a_render_scale_renders_the_observation_smaller():
-    direct = ChessEnv(replace(profile("baseline"), camera=CameraConfig(64, 64, observation_size=24,
-                                                                       observation_scale=1.0)))
-    observation, _ = direct.reset(seed=7, options={"index": 2})
-    np.testing.assert_array_equal(observation["pixels"]["front"], direct.render_camera("front", (24, 24)))
-    assert not np.array_equal(observation["pixels"]["front"], resize_image(direct.camera_images()["front"], 24, 24))
-    direct.close()
-
-
 @pytest.mark.parametrize("corrupt", ["qvel", "qpos"])
 def test_a_simulation_that_blows_up_ends_as_unstable(corrupt):
     env = ChessEnv(replace(profile("baseline"), render=False))

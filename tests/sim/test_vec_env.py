@@ -11,7 +11,8 @@ import pytest
 
 from chess_sim.config import CameraConfig, profile
 from chess_sim.sim.env import ChessEnv
-from chess_sim.sim.vec_env import VecChessEnv, make_vec_env
+from chess_sim.sim.backends import make_vec_env
+from chess_sim.sim.vec_env import VecChessEnv
 
 CFG = replace(profile("baseline"), camera=CameraConfig(64, 64))
 SEED = 7_700_003

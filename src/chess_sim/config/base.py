@@ -34,7 +34,7 @@ ON_FAILURE = ("stop", "reset")
 that move and go on."""
 
 BACKENDS = ("local", "ray")
-"""Where simulators run (`sim.vec_env.make_vec_env`): worker processes on this machine, or Ray actors anywhere
+"""Where simulators run (`sim.backends.make_vec_env`): worker processes on this machine, or Ray actors anywhere
 in a cluster."""
 
 

@@ -79,7 +79,7 @@ class PhysicsConfig:
     """Frictional-to-normal impedance ratio; a high value stops grasped pieces slipping."""
     sleep: bool = True
     """MuJoCo island sleeping: pieces at rest drop out of collision and solving until something touches
-    them. 2.4x faster physics with 32 pieces and unchanged expert outcomes (measured on 6 scenes)."""
+    them (the physics' cost with 32 pieces: docs/benchmarks.md)."""
     gripper_force: float = 0.5
     """Gripper actuator force limit (N*m). Menagerie's 2.94 sinks soft jaws 3.4 mm into a 4 g pawn."""
     arm_kp: float = 998.22
@@ -105,17 +105,8 @@ class CameraConfig:
     """Square size of the observation images; None: the frames themselves. Evaluation and RL set it to the
     policy's input size: the simulator renders smaller images and resizes them as the policy would (antialiased
     bilinear), so fewer pixels are rendered, sent and decoded."""
-    observation_scale: float | None = None
-    """None: observations are rendered at the frame size and resized (what the policy was trained on). A number:
-    rendered at this multiple of `observation_size` instead (at most the frame size, same field of view). At 2
-    (192 for 96 pixels) both cameras take 25 instead of 34 ms of CPU and differ by 2/255 on average from the
-    resized frame; 1 (no antialiasing) 6/255. `models/baseline-bc` on the 200 test scenes: 50.5% at None, 46.0% at 2
-    (McNemar p = 0.18; issue #21)."""
-
     def __post_init__(self):
         at_least(self, 1, "width", "height")
-        if self.observation_scale is not None:
-            require(self.observation_scale > 0, f"observation_scale must be positive, got {self.observation_scale}")
         if self.observation_size is not None:
             at_least(self, 1, "observation_size")
 

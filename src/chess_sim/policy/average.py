@@ -1,9 +1,7 @@
-"""An exponential moving average of a policy's trained weights (`PPOConfig.ema`, `TrainConfig.ema`).
+"""An exponential moving average of a policy's trained weights (`OptimConfig.ema`, `TrainConfig.ema`).
 
-Fine-tuning the baseline with Adam at lr 3e-5 on its own demonstrations costs 13 points on the test scenes, while
-the same steps averaged with decay 0.99 cost 3 (not significant; docs/experiments.md): the minibatch noise of each
-step, not its direction, does the harm. So the run's rollouts and updates use the live weights, while what it
-validates and saves (`best`, `last`, `iter_*`) is the average, which follows the updates' common direction and
+Fine-tuning harms a strong policy through the minibatch noise of each step more than through its direction
+(docs/experiments.md). So a run's rollouts and updates use the live weights, while what it validates and saves (`best`, `last`, `iter_*`) is the average, which follows the updates' common direction and
 averages their noise away. After each policy step: average <- decay * average + (1 - decay) * live.
 """
 

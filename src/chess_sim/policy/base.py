@@ -77,7 +77,7 @@ class FlowPolicy(Protocol):
 
 def observed_env(policy: FlowPolicy, env_cfg: EnvConfig) -> EnvConfig:
     """`env_cfg` whose observations come at the policy's input size when that is below the frames': the
-    simulator resizes as the policy would, and renders, sends and decodes fewer pixels (issue #21)."""
+    simulator resizes as the policy would, and renders, sends and decodes fewer pixels."""
     size = policy.image_size
     camera = env_cfg.camera
     if size is None or size >= min(camera.width, camera.height):

@@ -1,16 +1,14 @@
 """A flow policy's chain in a lower floating-point precision: what RL rollouts may sample with
 (`FilteredConfig.chain_dtype`).
 
-The chain's velocity calls are most of a decision's cost on the CPU (the compact policy: ~90% of a block of eight
-decisions), and they are matrix products that CPUs with bfloat16 dot products (AVX512_BF16, AMX) compute in about
-half the time. `LoweredChain` runs the velocity network on a copy of the policy in `dtype` (the whole policy is
+The chain's velocity calls are most of a decision's cost on the CPU, and they are matrix products that CPUs with
+bfloat16 dot products (AVX512_BF16, AMX) compute faster (docs/benchmarks.md). `LoweredChain` runs the velocity network on a copy of the policy in `dtype` (the whole policy is
 copied; only its chain's part runs): the prefix, encoded in float32, is cast down once per chain, and each call
 casts x_k (B, T, C) down and v (B, T, C) back to float32, so the chain's states and Euler sums, the encoder, the
 start and the critic all stay in float32 (the compact policy also computes its attention another way below float32,
-`compact._lowered_attention`). Only the compact policy's chain has been built and measured this way
-(`check_lowerable`); on a CPU without bfloat16 dot products it gains nothing. What changes is the velocity's
-rounding, hence the actions: the normalised actions move by ~0.003 on average (0.02 at most), and as contact-rich
-episodes amplify such changes, an episode's outcome may differ. On `models/baseline`'s 600 first test scenes
+`compact._lowered_attention`). Only the compact policy's chain can be lowered (`check_lowerable`); on a CPU
+without bfloat16 dot products it gains nothing. What changes is the velocity's rounding, hence the actions, and as
+contact-rich episodes amplify such changes, an episode's outcome may differ. On `models/baseline`'s 600 first test scenes
 bfloat16 solved 82.0% against 84.0% (22 vs 34 discordant, McNemar p = 0.14): the same policy within the statistics,
 but not bit for bit, which is why evaluations and validations never use it.
 """

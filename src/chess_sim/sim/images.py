@@ -60,8 +60,8 @@ def _resize_rows(values: np.ndarray, target: int) -> np.ndarray:
     running sum, so where the matrix kernel sums each output over its inputs in order, one block, the bands give the
     whole product's bits: OpenBLAS does for 256 -> 96, the observations' shape (`tests/sim/test_images.py` checks
     the bits); other shapes may take kernels that sum in another order, and agree to float32 rounding. The order is
-    what matters: sparse-matrix libraries and other summation orders round ~0.2% of the resized values the other
-    way, which changes outcomes as any change of the observation does (issue #21)."""
+    what matters: sparse-matrix libraries and other summation orders round some resized values the other way,
+    which changes outcomes as any change of the observation does."""
     out = np.empty((target, values.shape[1]), dtype=np.float32)
     for first, start, stop, weights in resize_bands(values.shape[0], target):
         np.matmul(weights, values[start:stop], out=out[first:first + len(weights)])

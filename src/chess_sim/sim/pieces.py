@@ -251,9 +251,8 @@ def _knight_parts(segments: int) -> list[_Mesh]:
 
 
 RENDER_SEGMENTS = 12
-"""Sides of the pieces' lathed render meshes: 16 instead of 24 saved ~3 ms per two-camera observation, 12 instead of
-16 another ~0.7 ms, changing the policy's 96-pixel observations by 0.1 (front) and 0.16 (wrist) levels on average
-(issue #21); at 256 pixels the facets stay about a pixel wide in the front camera."""
+"""Sides of the pieces' lathed render meshes: fewer sides render faster (docs/benchmarks.md); at 256 pixels the
+facets stay about a pixel wide in the front camera."""
 
 
 def piece_mesh(kind: str, segments: int = RENDER_SEGMENTS) -> tuple[np.ndarray, np.ndarray]:

@@ -108,11 +108,9 @@ def build_scene(cfg: EnvConfig) -> Scene:
 
 FLOOR_GRID_M = 3.0
 """Side of the quads the floor is drawn with. MuJoCo draws an infinite plane as 200 x 200 quads reaching past the
-far clip (80k triangles per camera, more than the arm and all pieces together: a third of an observation's
-rendering on llvmpipe); a finite plane with this grid reaching as far has 50 x 50, and an observation renders ~4 ms
-faster. Lighting is computed per vertex, so the floor's shades move a little: by 0.11 levels on average in the
-policy's 96-pixel images (at most 8 in the far band the front camera sees; where the wrist camera sees the far
-clip's edge, up to ~20 pixels along it flip between floor and background; 188 images, issue #21)."""
+far clip (80k triangles per camera, more than the arm and all pieces together); a finite plane with this grid
+reaching as far has 50 x 50. Lighting is computed per vertex, so the floor's shades move a little
+(docs/benchmarks.md)."""
 
 
 def _draw_floor_coarsely(model: mujoco.MjModel) -> None:
@@ -243,7 +241,7 @@ def _add_table_and_board(spec: mujoco.MjSpec, cfg: EnvConfig) -> None:
                        size=[(x1 - x0) / 2, (y1 - y0) / 2, 0.0001], pos=[(x0 + x1) / 2, (y0 + y1) / 2, 0.0001],
                        rgba=CAPTURE_AREA_RGBA, contype=0, conaffinity=0, group=1, mass=0.0, density=0.0)
     # The squares are thin visual tiles on the collision board, never touched by contacts. All light squares
-    # form one mesh and all dark squares another: two draw calls instead of 64 (+9% rendering speed), and
+    # form one mesh and all dark squares another: two draw calls instead of 64, and
     # each colour is still one geom's rgba.
     for light in (True, False):
         tiles = [(rank, file) for rank in range(8) for file in range(8) if ((rank + file) % 2 == 1) == light]

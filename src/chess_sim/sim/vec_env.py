@@ -25,14 +25,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from chess_sim.config import BACKENDS, EnvConfig, RewardConfig
+from chess_sim.config import EnvConfig, RewardConfig
 from chess_sim.sim.host import WorkerError, serve
 
 SINGLE_THREADED = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "LP_NUM_THREADS": "0"}
 """The environment of worker processes: each is one core's work, so its libraries must not spawn threads that
 compete with the other workers (llvmpipe and OpenBLAS would start one per core). llvmpipe with 0 threads
-rasterises in the calling thread: the same pixels, ~30% less CPU per frame than handing each frame to one helper
-thread (6.9 against 9.7 ms for a 256-pixel camera, December 2026)."""
+rasterises in the calling thread: the same pixels, less CPU per frame than handing each frame to one helper
+thread."""
 
 
 class StepResult(NamedTuple):
@@ -44,18 +44,6 @@ class StepResult(NamedTuple):
     next_episode: tuple[dict, dict] | None = None
     """(observation, info) of the scene the simulator reset to when the episode ended within the chunk and the
     command named a scene to go on with (`submit`)."""
-
-
-def make_vec_env(n: int, cfg: EnvConfig, seconds: float | None = None, reward: RewardConfig | None = None,
-                 backend: str = "local") -> "VecChessEnv":
-    """`n` simulators on `backend`: locally one worker process per core (at most n), or Ray actors."""
-    if backend == "ray":
-        from chess_sim.sim.ray_env import RayVecChessEnv
-
-        return RayVecChessEnv(n, cfg, seconds, reward)
-    if backend != "local":
-        raise ValueError(f"unknown simulator backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    return VecChessEnv(n, cfg, seconds, reward)
 
 
 class _Restarted(NamedTuple):

@@ -1,5 +1,5 @@
 """Diagnostics of the RL method, outside the update itself: how much signal one PPO gradient carries
-(`benchmarks/rl_signal.py` measures it per lever before a long run is spent on it)."""
+(`rl_signal.py` measures it before a long run is spent on a lever)."""
 
 from __future__ import annotations
 
@@ -7,48 +7,25 @@ from typing import Any
 
 import torch
 
-from chess_sim.policy.base import cast_prefix
 from chess_sim.rl.flow_rl import FlowRL
 
 
-def episode_gradients(model: FlowRL, episodes: list[tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]],
-                      steps: slice) -> torch.Tensor:
+def episode_gradients(model: FlowRL, sigmas: torch.Tensor,
+                      episodes: list[tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]], steps: slice) -> torch.Tensor:
     """(N, P) per-episode policy gradients at ratio 1 of the policy's trainable parameters: for each episode's
     decisions (chains (D, K+1, T, C), prefix, states (D, A), advantages (D,)), the gradient of
-    sum_d A_d * sum over the log-probs of denoising `steps` (rows of the transitions), timesteps and joints, of
-    the elements PPO scores (`FlowRL.scored_mask`)."""
+    sum_d A_d * sum over the log-probs of denoising `steps` (rows of the transitions, noise sizes `sigmas` (K, C)),
+    timesteps and joints, of the elements PPO scores (`FlowRL.scored_mask`)."""
     params = [p for p in model.policy.parameters() if p.requires_grad]
-    scored = _scored(model)
+    scored = model.scored_mask()
+    factor = 1.0 if scored is None else scored.float()
     rows = []
-    for chain, prefix, state, advantages in episodes:
-        log_probs, _ = model.evaluate(chain, prefix, state)
-        transitions = (log_probs * scored)[:, -model.policy.steps:]
+    for chain, prefix, _, advantages in episodes:
+        log_probs = model.evaluate(chain, prefix, sigmas)
+        transitions = (log_probs * factor)[:, -model.policy.steps:]
         surrogate = (transitions[:, steps].sum(dim=(1, 2, 3)) * advantages).sum()
         rows.append(_flat_gradient(surrogate, params))
     return torch.stack(rows)
-
-
-def episode_flow_gradients(model: FlowRL, episodes: list[tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]],
-                           generator: torch.Generator) -> torch.Tensor:
-    """(N, P) per-episode gradients at ratio 1 of the flow surrogate (FPO; `FlowRL.flow_log_probs`): for each
-    episode's decisions (as in `episode_gradients`), the gradient of sum_d A_d * the mean of its surrogate
-    elements, minus the flow-matching errors of the chunk the decision executed (the chain's end x_K) under
-    `model.flow_draws` (noise, time) draws from `generator`, the elements PPO scores kept (`FlowRL.scored_mask`;
-    the others count as 0). No noise size enters: the score has no 1 / sigma."""
-    params = [p for p in model.policy.parameters() if p.requires_grad]
-    scored = _scored(model)
-    rows = []
-    for chain, prefix, _, advantages in episodes:
-        draws = model.draw_flow(len(chain), generator)
-        elements = model.flow_log_probs(chain, cast_prefix(prefix, torch.float32), *draws) * scored
-        rows.append(_flat_gradient((elements.mean(dim=(1, 2, 3)) * advantages).sum(), params))
-    return torch.stack(rows)
-
-
-def _scored(model: FlowRL) -> torch.Tensor | float:
-    """The model's scored mask as a factor on a decision's elements; 1 when all count."""
-    scored = model.scored_mask()
-    return 1.0 if scored is None else scored.float()
 
 
 def _flat_gradient(surrogate: torch.Tensor, params: list[torch.nn.Parameter]) -> torch.Tensor:
