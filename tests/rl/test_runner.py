@@ -361,9 +361,9 @@ def test_a_filtered_run_fits_its_successes_saves_the_policy_at_its_own_spread_an
 
     def every_decision(storage, rows):  # the tiny policy solves nothing: fit all of its decisions instead
         fitted.append(len(storage))
-        return list(range(len(storage)))
+        return list(range(len(storage))), dict.fromkeys(range(len(storage)), 1.0)
 
-    monkeypatch.setattr(filtered_module, "successful_decisions", every_decision)
+    monkeypatch.setattr(filtered_module, "weighted_decisions", every_decision)
     cfg = replace_fields(filtered_cfg(2, fit_epochs=2, fit_minibatch=2, fit_warmup=1), steer=True,
                          initial_spread=0.5)
     out = tmp_path / "run"
@@ -399,7 +399,8 @@ def test_an_anchored_run_fits_against_its_start_policy_also_after_a_resume(polic
         return real_errors(policy, chain, prefix, noise, times, anchor)
 
     monkeypatch.setattr(filtered_module, "chunk_errors", recording)
-    monkeypatch.setattr(filtered_module, "successful_decisions", lambda storage, rows: list(range(len(storage))))
+    monkeypatch.setattr(filtered_module, "weighted_decisions",
+                        lambda storage, rows: (list(range(len(storage))), dict.fromkeys(range(len(storage)), 1.0)))
     cfg = filtered_cfg(1, fit_epochs=1, fit_minibatch=4, anchor=1.0)
     start_dir, out = tmp_path / "start", tmp_path / "run"
     shutil.copytree(policy_dir, start_dir)

@@ -169,11 +169,14 @@ class FilteredConfig:
     """Torch threads of the fit."""
     anchor: float = 0.0
     """w of w |v - v_start|^2 at the fitted points (v_start: the start policy's)."""
+    group_size: int = 1
+    """K: rollouts per training scene; above 1 only the successes of scenes with mixed outcomes are fitted, each
+    weighted by its leave-one-out advantage."""
     chain_dtype: ChainDtype = "float32"
     """Precision of the rollouts' chain; fits and validations are float32."""
 
     def __post_init__(self):
-        at_least(self, 1, "fit_epochs", "fit_minibatch", "fit_draws", "fit_threads")
+        at_least(self, 1, "fit_epochs", "fit_minibatch", "fit_draws", "fit_threads", "group_size")
         at_least(self, 0, "fit_lr", "fit_warmup", "anchor")
         require(self.chain_dtype in CHAIN_DTYPES,
                 f"chain_dtype must be one of {', '.join(CHAIN_DTYPES)}, got {self.chain_dtype!r}")

@@ -46,7 +46,8 @@ def current_layout(rl: dict) -> dict:
               "optim": {"max_grad_norm": ppo["max_grad_norm"], "ema": ppo.get("ema", 0.0)}}
     if algorithm == "filtered":
         layout["filtered"] = {**{name: filtered.get(name, getattr(FilteredConfig, name)) for name in _FILTERED_FIELDS},
-                              "fit_draws": ppo.get("flow_draws", FilteredConfig.fit_draws), "chain_dtype": chain_dtype}
+                              "fit_draws": ppo.get("flow_draws", FilteredConfig.fit_draws), "chain_dtype": chain_dtype,
+                              "group_size": 1}  # every scene once: groups came later
     else:
         layout["ppo"] = {**{name: ppo.get(name, getattr(PPOConfig, name)) for name in _PPO_FIELDS},
                          "sigma_start": noise["sigma_start"], "sigma_end": noise["sigma_end"],

@@ -98,7 +98,7 @@ def collect(algorithm: Algorithm, vec, cfg: RLConfig, first_index: int, generato
     clock: dict = {}
     on_done = (lambda row: bar.advance()) if bar is not None else None
     driver = RolloutDriver(algorithm, generator, storage, on_done, in_simulators=cfg.run.policy_in_simulators)
-    drive(vec, cfg.run.train_seed, list(range(first_index, first_index + cfg.run.episodes)), driver, clock=clock)
+    drive(vec, cfg.run.train_seed, algorithm.scenes(first_index, cfg.run.episodes), driver, clock=clock)
     parts = {**driver.parts, "env": clock["env"], "rounds": clock["rounds"]}
     return storage, driver.rows, parts
 
@@ -165,7 +165,8 @@ def run(policy_dir: Path, out: Path, cfg: RLConfig, env_cfg: EnvConfig, reward: 
                     raise RLError(f"self-check failed (see {out / 'check.md'}): {json.dumps(result)}")
             began = time.perf_counter()
             stats = algorithm.update(storage, rows, iteration)
-            state.update(iteration=iteration, next_index=state["next_index"] + cfg.run.episodes)
+            next_index = algorithm.scenes(state["next_index"], cfg.run.episodes)[-1] + 1
+            state.update(iteration=iteration, next_index=next_index)
             line = {"iteration": iteration, "decisions": len(storage), "rollout_s": rollout_s,
                     "rollout_parts": parts, "update_s": time.perf_counter() - began,
                     **_start_spread(model, storage), **stats,

@@ -9,8 +9,8 @@ import torch
 from chess_sim.config import RL_PROFILES, FilteredConfig, RLConfig, StartConfig, TrainConfig
 from chess_sim.policy.base import cast_prefix, flow_times
 from chess_sim.policy.start import SteeredPolicy
-from chess_sim.rl.algorithms.filtered import (SuccessFiltered, chunk_errors, fit_draws, fit_steps,
-                                              successful_decisions, warmup_cosine)
+from chess_sim.rl.algorithms.filtered import (SuccessFiltered, chunk_errors, fit_draws, fit_steps, warmup_cosine,
+                                              weighted_decisions)
 from chess_sim.rl.storage import Decision, Storage
 
 from rl_helpers import SMALL, small_policy, stored_rollout
@@ -28,7 +28,7 @@ def rollout(algorithm, episodes=3):
 
 
 def rows(storage, successes):
-    return [{"end": "success" if i in successes else "toppled"} for i in range(len(storage.episodes()))]
+    return [{"index": i, "end": "success" if i in successes else "toppled"} for i in range(len(storage.episodes()))]
 
 
 def test_warmup_then_cosine_down_to_zero_by_hand():
@@ -46,15 +46,42 @@ def test_fit_steps_count_every_epoch_and_the_last_short_minibatch():
     assert fit_steps(0, FilteredConfig()) == 0
 
 
-def test_only_the_decisions_of_successful_episodes_are_chosen():
+def _episodes(lengths) -> Storage:
     storage = Storage()
-    for length in (2, 3, 1):
+    for length in lengths:
         storage.add_episode([Decision(torch.zeros(2, 1, 1), None, 0.0, torch.zeros(1), torch.zeros(1, 1))
                              for _ in range(length)], 0.0)
-    episodes = [{"end": "success"}, {"end": "toppled"}, {"end": "success"}]
-    assert successful_decisions(storage, episodes) == [0, 1, 5]
+    return storage
+
+
+def test_only_the_decisions_of_successful_episodes_are_chosen():
+    storage = _episodes((2, 3, 1))
+    episodes = [{"index": 0, "end": "success"}, {"index": 1, "end": "toppled"}, {"index": 2, "end": "success"}]
+    assert weighted_decisions(storage, episodes) == ([0, 1, 5], {0: 1.0, 1: 1.0, 5: 1.0})
     with pytest.raises(AssertionError, match="rows"):
-        successful_decisions(storage, episodes[:2])
+        weighted_decisions(storage, episodes[:2])
+
+
+def test_groups_weigh_each_success_by_its_scenes_leave_one_out_advantage():
+    # scene 0: 1 of 3 solved (weight (3 - 1) / 2 = 1); scene 1: 2 of 3 (weight 1 / 2); scene 2: 3 of 3 (weight 0)
+    ends = {0: ["success", "toppled", "timeout"], 1: ["success", "success", "dropped"], 2: ["success"] * 3}
+    rows = [{"index": scene, "end": end} for scene, outcomes in ends.items() for end in outcomes]
+    storage = _episodes([1] * len(rows))
+    chosen, weights = weighted_decisions(storage, rows)
+    assert chosen == [0, 3, 4] and weights == {0: 1.0, 3: 0.5, 4: 0.5}
+    assert SuccessFiltered.log_keys[-2:] == ("mixed_scenes", "solved_scenes")
+
+
+def test_a_fit_weighs_each_decisions_errors_by_its_weight_over_the_mean_weight(monkeypatch):
+    import chess_sim.rl.algorithms.filtered as filtered_module
+
+    algorithm = filtered(fit_epochs=1, fit_minibatch=2, fit_warmup=1)
+    storage = rollout(algorithm, episodes=1)  # two decisions
+    errors = torch.tensor([1.0, 3.0])[:, None, None, None].requires_grad_()  # each decision's, in storage order
+    monkeypatch.setattr(filtered_module, "chunk_errors", lambda policy, chain, *args: errors)
+    monkeypatch.setattr(torch, "randperm", lambda n, generator=None: torch.arange(n))
+    stats = algorithm._fit(storage, [0, 1], {0: 1.0, 1: 0.5})
+    assert stats["fit_loss_first_epoch"] == pytest.approx((1.0 * 1.0 + 3.0 * 0.5) / 2 / 0.75)
 
 
 def test_the_fits_draws_have_the_training_time_distribution():
@@ -120,7 +147,8 @@ def test_an_update_without_a_success_changes_nothing():
     algorithm = filtered()
     storage = rollout(algorithm)
     weights = {name: p.detach().clone() for name, p in algorithm.model.policy.state_dict().items()}
-    assert algorithm.update(storage, rows(storage, set()), iteration=1) == {"fitted": 0, "fit_steps": 0}
+    assert algorithm.update(storage, rows(storage, set()), iteration=1) == {"fitted": 0, "fit_steps": 0,
+                                                                           "mixed_scenes": 0, "solved_scenes": 0}
     assert all(torch.equal(weights[name], p) for name, p in algorithm.model.policy.state_dict().items())
 
 

@@ -3,8 +3,9 @@
 An algorithm is a class built as `Algorithm(policy, cfg, start_policy)` from the loaded policy, the run's `RLConfig`
 (`cfg.algorithm` its own config) and a loader of the run's start policy (for an algorithm that anchors to it). It
 owns the trainable model (`FlowRL`), its optimiser and the weight average, and it says:
-- how its rollouts run and what they keep (`rollout_spec`, `draws`): chain noise or not, which start, log-probs or
-  not, the chain's precision; the runner's rollout (`rl/rollout.py`) does the rest;
+- which training scenes an iteration rolls out (`scenes`), how its rollouts run and what they keep
+  (`rollout_spec`, `draws`): chain noise or not, which start, log-probs or not, the chain's precision; the runner's
+  rollout (`rl/rollout.py`) does the rest;
 - `update(storage, episodes, iteration) -> stats`: one iteration's update from the rollout's `Storage` and its
   episodes' rows (`sim.judge.episode_row`, in storage order); the stats' keys are its `log_keys`;
 - `check(storage) -> dict`: the self-check on the first rollout (`rl/check.py`), `passed` among its keys;
@@ -35,6 +36,10 @@ class Algorithm(Protocol):
     """The weight average the run validates and saves (`OptimConfig.ema`); None: the live weights."""
 
     def __init__(self, policy: FlowPolicy, cfg: RLConfig, start_policy: Callable[[], FlowPolicy]): ...
+
+    def scenes(self, first: int, episodes: int) -> list[int]:
+        """The scene indices of an iteration's `episodes` training episodes, from index `first` on (the next
+        iteration starts after the last of them)."""
 
     def rollout_spec(self) -> RolloutSpec:
         """The next rollout's settings, from the model's weights as they are now."""
@@ -67,6 +72,12 @@ def chain_draws(policy: FlowPolicy, size: int, generator: torch.Generator, noisy
     x0 = torch.randn(size, policy.chunk, policy.chain_dim, generator=generator)
     noise = torch.randn(size, policy.steps, policy.chunk, policy.chain_dim, generator=generator) if noisy else None
     return x0, noise
+
+
+def scene_groups(first: int, episodes: int, size: int = 1) -> list[int]:
+    """`episodes` scene indices from `first` on, each scene `size` times in a row."""
+    assert episodes % size == 0, f"{episodes} episodes do not make groups of {size}"
+    return [first + i // size for i in range(episodes)]
 
 
 def named_groups(state: dict, names: tuple[str, ...]) -> dict:

@@ -10,6 +10,13 @@ against the drift of repeated self-fits. Each fit warms its learning rate up ove
 to 0 by its last step, so no minibatch's noise is left in the weights at full size. The start, when the policy has
 one, stays as it is: validations and the saved policy use it.
 
+Groups (`group_size` K > 1, as RIPT-VLA groups its rollouts): each training scene is rolled out K times from
+different draws. A scene solved k times of K weighs each of its successes by the leave-one-out advantage
+1 - (k - 1) / (K - 1) = (K - k) / (K - 1): 1 for the only success of a scene, 0 for a scene solved every time (it
+teaches nothing the policy does not do already); scenes never solved have no success to fit. Each minibatch's loss
+is the weighted mean of its decisions' flow-matching errors over the mean weight of all fitted decisions, so the
+learning rate keeps its scale. With K = 1 every success is fitted with weight 1.
+
 Shapes: a stored decision's chain (K+1, T, C), x_K = chain[-1]; the fit's noise (B, M, T, C) and times (B, M),
 M = `fit_draws`, drawn per step.
 """
@@ -24,7 +31,7 @@ import torch
 from chess_sim.config import FilteredConfig, RLConfig, TrainConfig
 from chess_sim.policy.base import FlowPolicy, cast_prefix, flow_matching_errors, flow_times
 from chess_sim.policy.precision import check_lowerable, lowered_chain
-from chess_sim.rl.algorithms.base import chain_draws, named_groups, prefix_dtype, weight_average
+from chess_sim.rl.algorithms.base import chain_draws, named_groups, prefix_dtype, scene_groups, weight_average
 from chess_sim.rl.check import self_check
 from chess_sim.rl.flow_rl import Draws, FlowRL, RolloutSpec, repeat_prefix
 from chess_sim.rl.storage import Storage
@@ -32,12 +39,15 @@ from chess_sim.threads import torch_threads
 
 
 class SuccessFiltered:
-    log_keys = ("fitted", "fit_steps", "fit_loss_first_epoch", "fit_loss_last_epoch", "grad_norm")
+    log_keys = ("fitted", "fit_steps", "fit_loss_first_epoch", "fit_loss_last_epoch", "grad_norm", "mixed_scenes",
+                "solved_scenes")
     headline = (("fitted", "fitted {} decisions"),)
 
     def __init__(self, policy: FlowPolicy, cfg: RLConfig, start_policy: Callable[[], FlowPolicy]):
         self.cfg = fit = cfg.algorithm
         check_lowerable(policy, fit.chain_dtype)
+        if cfg.run.episodes % fit.group_size:
+            raise ValueError(f"episodes ({cfg.run.episodes}) must be a multiple of group_size ({fit.group_size})")
         self.model = FlowRL(policy, cfg.start, prefix_dtype=prefix_dtype(policy)).eval()
         self.chain = self.model.policy_parameter_sets()["chain"]
         """The velocity network's parameters (the encoders get no gradient from stored prefixes)."""
@@ -49,6 +59,9 @@ class SuccessFiltered:
         """The frozen start policy the fits are anchored to; None without an anchor."""
         self.generator: torch.Generator | None = None
         """The run's generator (minibatch order and the fit's draws), given by the runner."""
+
+    def scenes(self, first: int, episodes: int) -> list[int]:
+        return scene_groups(first, episodes, self.cfg.group_size)
 
     def rollout_spec(self) -> RolloutSpec:
         return RolloutSpec(start_spread=1.0, lowered=lowered_chain(self.model.policy, self.cfg.chain_dtype))
@@ -63,14 +76,17 @@ class SuccessFiltered:
     def update(self, storage: Storage, episodes: list[dict], iteration: int) -> dict:
         """Fit the chunks of the successful episodes' decisions on `fit_threads` threads (the caller's thread count
         is restored after it); no success, no step."""
+        chosen, weights = weighted_decisions(storage, episodes)
         with torch_threads(self.cfg.fit_threads):
-            return self._fit(storage, successful_decisions(storage, episodes))
+            stats = self._fit(storage, chosen, weights)
+        return {**stats, **_scene_counts(episodes)}
 
-    def _fit(self, storage: Storage, chosen: list[int]) -> dict:
+    def _fit(self, storage: Storage, chosen: list[int], weights: dict[int, float]) -> dict:
         fit, model = self.cfg, self.model
         anchor = (self.reference, fit.anchor) if self.reference is not None else None
         group = self.optimizer.param_groups[0]
         steps = fit_steps(len(chosen), fit)
+        mean_weight = sum(weights[i] for i in chosen) / len(chosen) if chosen else 1.0
         losses, norms = [], []
         model.train(False)
         step = 0
@@ -80,8 +96,9 @@ class SuccessFiltered:
                 index = order[start:start + fit.fit_minibatch]
                 chain, prefix, _, _ = storage.minibatch(index)
                 noise, times = fit_draws(model.policy, len(index), fit.fit_draws, self.generator)
-                loss = chunk_errors(model.policy, chain, cast_prefix(prefix, torch.float32), noise, times,
-                                    anchor).mean()
+                errors = chunk_errors(model.policy, chain, cast_prefix(prefix, torch.float32), noise, times, anchor)
+                weight = torch.tensor([weights[i] for i in index.tolist()])[:, None, None, None]
+                loss = (errors * weight).mean() / mean_weight
                 group["lr"] = fit.fit_lr * warmup_cosine(step, steps, fit.fit_warmup)
                 self.optimizer.zero_grad()
                 loss.backward()
@@ -107,12 +124,33 @@ class SuccessFiltered:
         self.optimizer.load_state_dict(named_groups(state["optimizer"], ("chain",)))
 
 
-def successful_decisions(storage: Storage, rows: list[dict]) -> list[int]:
-    """Indices of the stored decisions that belong to successful episodes; `rows` are the episodes' rows in the
-    order their decisions were stored."""
+def weighted_decisions(storage: Storage, rows: list[dict]) -> tuple[list[int], dict[int, float]]:
+    """The stored decisions a fit takes, in storage order, and each one's weight: those of successful episodes,
+    weighted by their scene's leave-one-out advantage (module docstring; 1 where a scene was rolled out once), those
+    of weight 0 left out. `rows` are the episodes' rows in the order their decisions were stored; a scene is its
+    row's `index`."""
     episodes = storage.episodes()
     assert len(episodes) == len(rows), f"{len(episodes)} stored episodes but {len(rows)} rows"
-    return [index for decisions, row in zip(episodes, rows) if row["end"] == "success" for index in decisions]
+    runs, solved = {}, {}
+    for row in rows:
+        runs[row["index"]] = runs.get(row["index"], 0) + 1
+        solved[row["index"]] = solved.get(row["index"], 0) + (row["end"] == "success")
+    weights = {}
+    for decisions, row in zip(episodes, rows):
+        size, successes = runs[row["index"]], solved[row["index"]]
+        weight = 1.0 if size == 1 else (size - successes) / (size - 1)
+        if row["end"] == "success" and weight > 0:
+            weights.update(dict.fromkeys(decisions, weight))
+    return sorted(weights), weights
+
+
+def _scene_counts(rows: list[dict]) -> dict[str, int]:
+    """How many of the rollout's scenes had mixed outcomes, and how many were solved every time."""
+    outcomes: dict[int, set] = {}
+    for row in rows:
+        outcomes.setdefault(row["index"], set()).add(row["end"] == "success")
+    return {"mixed_scenes": sum(len(seen) == 2 for seen in outcomes.values()),
+            "solved_scenes": sum(seen == {True} for seen in outcomes.values())}
 
 
 def fit_draws(policy: FlowPolicy, rows: int, draws: int, generator: torch.Generator) -> tuple[torch.Tensor,

@@ -18,7 +18,7 @@ import torch
 
 from chess_sim.config import RLConfig
 from chess_sim.policy.base import FlowPolicy, cast_prefix, noise_schedule
-from chess_sim.rl.algorithms.base import chain_draws, prefix_dtype, weight_average
+from chess_sim.rl.algorithms.base import chain_draws, prefix_dtype, scene_groups, weight_average
 from chess_sim.rl.check import self_check
 from chess_sim.rl.clipped_loss import approx_kl, clipped_policy_loss, element_log_ratios
 from chess_sim.rl.flow_rl import Draws, FlowRL, RolloutSpec
@@ -55,6 +55,9 @@ class ReinFlowPPO:
         """The run's generator (minibatch order), given by the runner."""
         # with a learned start and the chain frozen, the transitions' log-probs cannot change: re-evaluate the start
         self.chain_trains = self.model.start is None or ppo.lr > 0
+
+    def scenes(self, first: int, episodes: int) -> list[int]:
+        return scene_groups(first, episodes)
 
     def rollout_spec(self) -> RolloutSpec:
         return RolloutSpec(sigmas=self.sigmas, scored=True)
