@@ -217,6 +217,24 @@ def test_an_evaluation_saves_the_chain_sampler_only_when_set_so_older_evaluation
     assert json.loads((tmp_path / "set" / "eval_args.json").read_text())["eval"]["time_power"] == 2
 
 
+def test_an_evaluation_saved_with_a_retired_field_at_its_old_default_still_resumes(policy_dir, first_run, tmp_path):
+    out, _, _ = first_run
+    for scale, resumes in ((None, True), (2.0, False)):
+        old = tmp_path / f"old_{scale}"
+        old.mkdir()
+        for name in ("eval_args.json", "progress.jsonl"):
+            (old / name).write_bytes((out / name).read_bytes())
+        saved = json.loads((old / "eval_args.json").read_text())
+        saved["env"]["camera"]["observation_scale"] = scale  # as evaluations saved it before it was retired
+        (old / "eval_args.json").write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
+        if resumes:
+            evaluate(policy_dir, old, EvalConfig(episodes=3, envs=2, videos=1), ENV, resume=True)
+            assert (old / "summary.json").read_bytes() == (out / "summary.json").read_bytes()
+        else:
+            with pytest.raises(EvalError, match="other arguments"):
+                evaluate(policy_dir, old, EvalConfig(episodes=3, envs=2, videos=1), ENV, resume=True)
+
+
 def test_compare_counts_discordant_pairs(policy_dir, first_run, tmp_path):
     out, _, rows = first_run
     other = tmp_path / "other"

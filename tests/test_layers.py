@@ -37,8 +37,8 @@ def imports(path: Path) -> set[str]:
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
-            if node.module == "chess_sim":
-                found.update(f"chess_sim.{alias.name}" for alias in node.names)
+            # `from chess_sim.sim import host` imports the module chess_sim.sim.host
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
     return found
 
 
@@ -64,3 +64,33 @@ def test_no_module_imports_a_higher_layer_or_a_neighbour():
 def test_the_simulator_never_imports_torch():
     for path in (SOURCE / "sim").rglob("*.py"):
         assert not any(name == "torch" or name.startswith("torch.") for name in imports(path)), path
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SOURCE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_import_circle_between_modules():
+    """No module reaches itself through the package's imports (function-level ones too): `from chess_sim.sim import
+    host` counts as an import of `chess_sim.sim.host`."""
+    paths = {module_name(path): path for path in SOURCE.rglob("*.py")}
+    graph = {}
+    for name, path in paths.items():
+        graph[name] = sorted(imports(path) & paths.keys() - {name})
+    circles = []
+    done: set[str] = set()
+
+    def visit(name: str, trail: list[str]) -> None:
+        if name in trail:
+            circles.append(" -> ".join(trail[trail.index(name):] + [name]))
+            return
+        if name in done:
+            return
+        for other in graph[name]:
+            visit(other, trail + [name])
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])
+    assert not circles, circles

@@ -92,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  "each against the first (an ablation)")
     evaluation.add_argument("--json", type=Path, help="write the summary as JSON here")
     cli_args.add_backend(evaluation)
+    cli_args.add_trust_remote_code(evaluation)
 
     temper = verbs.add_parser("temper", help="save a policy with a hand-set start spread, a sampling temperature that "
                                              "evaluation, DAgger and RL then use by default")
@@ -133,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     play.add_argument("--video", action=argparse.BooleanOptionalAction, default=True,
                       help="write game.mp4 [default: true]")
     play.add_argument("--profile", choices=sorted(PROFILES), default="baseline")
+    cli_args.add_trust_remote_code(play)
     play.add_argument("--json", type=Path, help="write the summary as JSON here")
 
     report = verbs.add_parser("report", help="one HTML page for a run: curves, comparisons, videos, arguments")
@@ -292,7 +294,7 @@ def cmd_eval(args: argparse.Namespace) -> dict:
     cfg = cli_args.config_from_args(EvalConfig, args, rename=EVAL_FLAGS)
     try:
         summary, _, timing = evaluate(args.policy, args.out, cfg, _env(args, args.profile), resume=args.resume,
-                                      backend=cli_args.backend_of(args))
+                                      backend=cli_args.backend_of(args), trust_remote_code=args.trust_remote_code)
     except EvalError as error:
         raise UsageError(str(error)) from None
     print(outcome_table(summary))
@@ -399,7 +401,8 @@ def cmd_play(args: argparse.Namespace) -> dict:
     _check_output_dir(args.out)
     try:
         summary, rows = play(args.policy, args.pgn, args.out, from_ply=args.from_ply, plies=args.plies,
-                             on_failure=args.on_failure, video=args.video, env_profile=args.profile)
+                             on_failure=args.on_failure, video=args.video, env_profile=args.profile,
+                             trust_remote_code=args.trust_remote_code)
     except PlayError as error:
         raise UsageError(str(error)) from None
     _print_report(moves_table(rows) + f"\n{summary['successes']} of {summary['tasks']} moves succeeded -> {args.out}")

@@ -70,6 +70,12 @@ def add_backend(command: argparse.ArgumentParser) -> None:
                          help="join this Ray cluster (implies --backend ray); auto: the one `ray start` began here")
 
 
+def add_trust_remote_code(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--trust-remote-code", action=argparse.BooleanOptionalAction, default=False,
+                         help="let a LeRobot checkpoint's processor files import and run code outside LeRobot's "
+                              "registered steps (only for checkpoints whose author you trust) [default: false]")
+
+
 def backend_of(args: argparse.Namespace) -> str:
     """The simulator backend asked for; joins (or starts) the Ray cluster first, so a bad address fails before any
     work is done."""

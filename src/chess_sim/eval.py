@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from chess_sim import atomic, jsonl
-from chess_sim.config import EnvConfig, EvalConfig
+from chess_sim.config import EnvConfig, EvalConfig, saved_as_today
 from chess_sim.policy.base import observed_env, use_sampler
 from chess_sim.policy.lerobot_policy import LeRobotPolicy
 from chess_sim.policy.loading import check_reads
@@ -79,17 +79,19 @@ class Timing:
 
 
 def evaluate(policy, out: Path, cfg: EvalConfig, env_cfg: EnvConfig, resume: bool = False,
-             label: str | None = None, backend: str = "local") -> tuple[dict, list[dict], Timing]:
+             label: str | None = None, backend: str = "local",
+             trust_remote_code: bool = False) -> tuple[dict, list[dict], Timing]:
     """Run (or finish) an evaluation of `policy` (a policy directory, "expert", or a FlowPolicy object named by
     `label`) into `out`, the simulators on `backend` (`config.BACKENDS`; outcomes do not depend on it);
-    returns (summary, rows in index order, timing)."""
+    returns (summary, rows in index order, timing). `trust_remote_code`: a LeRobot checkpoint's processors may
+    run code of their own (`policy.lerobot_policy.check_processor_code`)."""
     out = Path(out)
     is_object = not isinstance(policy, (str, Path))
     threads = None if policy == EXPERT else policy_threads()
     # the thread count is an argument: it changes a policy's last bits, so a resume must keep it
     arguments = {"policy": label if is_object else str(policy), "eval": _saved_settings(cfg), "env": asdict(env_cfg),
                  "policy_threads": threads}
-    policy = policy if is_object else _open_policy(policy)
+    policy = policy if is_object else _open_policy(policy, trust_remote_code)
     has_chain = policy != EXPERT and not isinstance(policy, LeRobotPolicy)
     chain_settings = cfg.noise is not None or cfg.start_spread != 1.0 or cfg.denoise_steps or cfg.time_power
     if chain_settings and not has_chain:
@@ -154,13 +156,13 @@ def _check_action_steps(policy, cfg: EvalConfig) -> None:
         raise EvalError(f"--action-steps {cfg.action_steps}: this policy's decisions give {most} actions")
 
 
-def _open_policy(policy_dir):
+def _open_policy(policy_dir, trust_remote_code: bool = False):
     if str(policy_dir) == EXPERT:
         return EXPERT
     from chess_sim.policy.loading import load_evaluated
 
     try:
-        return load_evaluated(policy_dir)
+        return load_evaluated(policy_dir, trust_remote_code)
     except ValueError as error:
         raise EvalError(str(error)) from None
 
@@ -174,7 +176,7 @@ def _prepare_out(out: Path, arguments: dict, resume: bool) -> dict[int, dict]:
     if out.exists() and any(out.iterdir()):
         if not args_path.is_file():
             raise EvalError(f"{out} is not empty and holds no evaluation; choose a new --out")
-        if args_path.read_text() != text:
+        if _saved_arguments(args_path) != text:
             raise EvalError(f"{out} holds an evaluation with other arguments; choose a new --out")
         if not resume:
             raise EvalError(f"{out} already holds this evaluation; add --resume to finish it or choose a new --out")
@@ -182,6 +184,19 @@ def _prepare_out(out: Path, arguments: dict, resume: bool) -> dict[int, dict]:
     atomic.write_text(args_path, text)
     # A row cut short by a kill is dropped: that episode runs again.
     return {row["index"]: row for row in jsonl.keep(out / "progress.jsonl", lambda row: "index" in row)}
+
+
+def _saved_arguments(path: Path) -> str:
+    """The arguments saved at `path` as this version saves the same evaluation (`config.saved_as_today`); the text
+    itself where it is no such JSON object."""
+    text = path.read_text()
+    try:
+        saved = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(saved, dict) or not isinstance(saved.get("env"), dict):
+        return text
+    return json.dumps({**saved, "env": saved_as_today(saved["env"])}, indent=2, sort_keys=True) + "\n"
 
 
 def policy_threads() -> int:

@@ -92,11 +92,11 @@ def _placements(board: chess.Board, where: dict[str, tuple[float, float, float]]
 
 
 def play(policy: str | Path, pgn: Path, out: Path, from_ply: int = 0, plies: int | None = None,
-         on_failure: str = "stop", video: bool = True, env_profile: str = "baseline", seed: int = TEST_SEED
-         ) -> tuple[dict, list[dict]]:
+         on_failure: str = "stop", video: bool = True, env_profile: str = "baseline", seed: int = TEST_SEED,
+         trust_remote_code: bool = False) -> tuple[dict, list[dict]]:
     """Play plies `from_ply` .. `from_ply + plies - 1` (all the rest by default) of the game in `pgn` with `policy`
     (a policy directory, or "expert"); returns the summary written to `out/summary.json` and the rows of
-    `out/moves.csv`."""
+    `out/moves.csv`. `trust_remote_code`: a LeRobot checkpoint's processors may run code of their own."""
     from chess_sim.policy.loading import check_reads, load_evaluated
     from chess_sim.sim.env import ChessEnv
     from chess_sim.sim.expert import ExpertDriver
@@ -118,7 +118,7 @@ def play(policy: str | Path, pgn: Path, out: Path, from_ply: int = 0, plies: int
     model = None
     if not is_expert:
         try:
-            model = load_evaluated(policy)
+            model = load_evaluated(policy, trust_remote_code)
             if captures:  # a policy for quiet moves plays a game's stretch without captures
                 check_reads(model, "captures")
         except ValueError as error:

@@ -84,3 +84,15 @@ def test_profiles_are_valid_configs_of_their_kind():
 def test_rl_rolls_out_on_scenes_of_its_own_seed():
     # not the demonstrations' scenes (a policy near its imitation start succeeds more often there), nor held-out ones
     assert RunConfig().train_seed not in {TRAIN_SEED, VALIDATION_SEED, TEST_SEED}
+
+
+def test_a_saved_environment_drops_retired_fields_only_at_their_retired_value():
+    from dataclasses import asdict
+
+    from chess_sim.config import EnvConfig, saved_as_today
+
+    today = asdict(EnvConfig())
+    old = {**today, "camera": {**today["camera"], "observation_scale": None}}
+    assert saved_as_today(old) == today and saved_as_today(today) == today
+    changed = {**today, "camera": {**today["camera"], "observation_scale": 2.0}}
+    assert saved_as_today(changed) != today

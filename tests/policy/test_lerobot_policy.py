@@ -154,3 +154,44 @@ def test_a_smolvla_without_our_sidecar_runs_through_lerobots_own_processors(tmp_
     chunks = policy.act(batch, generators([1, 2]))
     assert chunks.shape == (2, 50, 6) and (chunks == policy.act(batch, generators([1, 2]))).all()
     assert not (chunks[0] == policy.act(batch, generators([3, 2]))[0]).all()  # the draw comes from the generator
+
+
+def _with_step(act_dir, directory, step: dict):
+    import shutil
+
+    shutil.copytree(act_dir, directory)
+    path = directory / "policy_preprocessor.json"
+    pipeline = json.loads(path.read_text())
+    pipeline["steps"].insert(0, step)
+    path.write_text(json.dumps(pipeline))
+    return directory
+
+
+def test_a_checkpoint_whose_processor_names_foreign_code_runs_nothing_unless_trusted(act_dir, tmp_path, capsys):
+    from chess_sim.cli import main
+
+    marker = tmp_path / "ran"
+    evil = _with_step(act_dir, tmp_path / "act", {"class": "os.system", "config": {"command": f"touch {marker}"}})
+    with pytest.raises(ValueError, match="'os.system', code from outside LeRobot .* --trust-remote-code") as error:
+        load_evaluated(evil)
+    assert "\n" not in str(error.value) and not marker.exists()
+    assert main(["eval", "--policy", str(evil), "--out", str(tmp_path / "eval"), "--episodes", "1"]) == 2
+    error_line = capsys.readouterr().err
+    assert error_line.count("\n") == 1 and "--trust-remote-code" in error_line and not marker.exists()
+    with pytest.raises(ValueError):  # trusted, the step runs (and is no processor step)
+        load_evaluated(evil, trust_remote_code=True)
+    assert marker.exists()
+
+
+def test_registered_steps_named_by_their_import_path_are_trusted(act_dir, tmp_path):
+    from lerobot.processor import ProcessorStepRegistry
+
+    from chess_sim.policy.lerobot_policy import check_processor_code
+
+    registered = next(iter(ProcessorStepRegistry._registry.values()))
+    trusted = _with_step(act_dir, tmp_path / "trusted",
+                         {"class": f"{registered.__module__}.{registered.__qualname__}", "config": {}})
+    check_processor_code(trusted)  # no refusal
+    (trusted / "policy_postprocessor.json").write_text("[not a pipeline")
+    with pytest.raises(ValueError, match="not a processor pipeline"):
+        check_processor_code(trusted)

@@ -166,3 +166,40 @@ def test_a_simulation_that_blows_up_ends_as_unstable(corrupt):
     _, _, terminated, truncated, info = env.step(env.rest_action())
     assert info["end"] == "unstable" and terminated and not truncated
     assert np.all(np.isfinite(env.state()))
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"index": -1}, "options\\['index'\\] must be a whole number >= 0, got -1"),
+    ({"index": "x"}, "options\\['index'\\] must be a whole number >= 0, got 'x'"),
+    ({"index": True}, "options\\['index'\\]"),
+    ({"idx": 3}, "unknown option idx; known: index, task, assignment"),
+    ({"task": "e2e4"}, "options\\['task'\\] must be a chess_sim Task, got str"),
+    ({"assignment": [0, 1]}, "options\\['assignment'\\] needs options\\['task'\\]"),
+    ([("index", 1)], "options must be a dict, got list")])
+def test_reset_refuses_bad_options_in_one_line(options, message):
+    env = ChessEnv(replace(profile("baseline"), render=False))
+    with pytest.raises(ValueError, match=message) as refused:
+        env.reset(seed=7, options=options)
+    assert "\n" not in str(refused.value)
+    with pytest.raises(ValueError, match="seed must be a whole number >= 0"):
+        env.reset(seed=-3)
+    env.close()
+
+
+def test_a_step_before_a_reset_or_after_the_episode_ended_needs_a_reset():
+    import gymnasium
+
+    env = ChessEnv(replace(profile("baseline"), render=False, episode_seconds=0.2))
+    action = env.action_space.sample()
+    with pytest.raises(gymnasium.error.ResetNeeded):
+        env.step(action)
+    env.reset(seed=7, options={"index": 1})
+    ended = False
+    while not ended:
+        _, _, terminated, truncated, _ = env.step(action)
+        ended = terminated or truncated
+    with pytest.raises(gymnasium.error.ResetNeeded, match="call reset"):
+        env.step(action)
+    env.reset(seed=7, options={"index": 1})
+    env.step(action)  # a reset lets it step again
+    env.close()

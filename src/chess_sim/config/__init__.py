@@ -14,7 +14,8 @@ importable from here.
 from chess_sim.config.base import (ACTION_DIM, BACKENDS, CAMERAS, CHUNK, DENOISE_STEPS, JOINT_NAMES,  # noqa: F401
                                    ON_FAILURE, POLICY_KINDS, TEST_SEED, TRAIN_SEED, VALIDATION_SEED, replace_fields)
 from chess_sim.config.env import (PROFILES, BoardConfig, CameraConfig, EnvConfig, JudgeConfig,  # noqa: F401
-                                  PhysicsConfig, RewardConfig, SceneConfig, TASK_PROFILES, profile)
+                                  PhysicsConfig, RewardConfig, SceneConfig, TASK_PROFILES, profile,
+                                  saved_as_today)
 from chess_sim.config.learning import (CompactConfig, DaggerConfig, EvalConfig, RecordConfig,  # noqa: F401
                                        TrainConfig)
 from chess_sim.config.rl import (ALGORITHM_CONFIGS, ALGORITHMS, CHAIN_DTYPES, RL_PROFILES,  # noqa: F401

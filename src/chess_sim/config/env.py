@@ -181,6 +181,22 @@ PROFILES: dict[str, EnvConfig] = {
 """Named environment profiles: `baseline` (fixed visuals) and `randomized` (lighting, colours, cameras)."""
 
 
+RETIRED_FIELDS: dict[str, dict[str, object]] = {"camera": {"observation_scale": None}}
+"""Fields an EnvConfig once had, by section, with the value under which it behaved as today's config does: a saved
+config holding exactly that value is today's config (`saved_as_today`); any other value stays a difference."""
+
+
+def saved_as_today(saved: dict) -> dict:
+    """A saved `asdict(EnvConfig)` as today's EnvConfig saves the same settings: the retired fields at their retired
+    value left out, so that recordings and evaluations begun before a field was retired still resume."""
+    today = dict(saved)
+    for section, retired in RETIRED_FIELDS.items():
+        if isinstance(today.get(section), dict):
+            today[section] = {name: value for name, value in today[section].items()
+                              if not (name in retired and value == retired[name])}
+    return today
+
+
 def profile(name: str, tasks: str | None = None) -> EnvConfig:
     """The named profile, with the task profile `tasks` when given; a ValueError lists the known names."""
     if name not in PROFILES:

@@ -22,14 +22,14 @@ class RecordConfig:
     recovery_noise_corr: float = 0.8
     """Step-to-step correlation of that noise (AR(1)): correlated noise makes short detours, not jitter."""
     recovery_min_height: float = 0.05
-    """Noise is applied only while the tool point is at least this high above the board (above every
-    piece): perturbing grasps and releases themselves made half the episodes fail even at 0.5 degrees,
-    while 2 degrees in free space still gave 15 of 16 successes, the rest of the path recovering."""
+    """Metres: noise is applied only while the tool point is at least this high above the board (above every
+    piece), so grasps and releases run as planned and the perturbed stretches are in free space, where the rest of
+    the path recovers (docs/benchmarks.md)."""
     keep_failures: bool = False
     """Save failed expert episodes too (they are always counted and reported)."""
     vcodec: str = "h264"
-    """Video codec of the camera streams (LeRobot's encoder; h264 encodes faster than LeRobot's default AV1
-    on this CPU and every LeRobot decoder reads it)."""
+    """Video codec of the camera streams (LeRobot's encoder): h264, cheaper to encode on a CPU than LeRobot's
+    default AV1, and read by every LeRobot decoder."""
     vpreset: str = "ultrafast"
     """Encoder speed preset: rendering and encoding share two cores, so encoding must stay cheap."""
 
@@ -108,8 +108,7 @@ class TrainConfig:
     """Imitation training of a flow policy on a LeRobot dataset (`chess-sim train`)."""
 
     steps: int = 32_000
-    """Optimizer steps (the baseline's recipe: 32,000 on 471 demonstrations, see models/baseline/MODEL_CARD.md;
-    `models/baseline-bc` had 16,000 on 465, and validation was still rising at 32,000)."""
+    """Optimizer steps (the baseline's recipe, models/baseline/MODEL_CARD.md)."""
     batch_size: int = 32
     """Samples (decisions) per step."""
     lr: float = 3e-4
@@ -134,7 +133,7 @@ class TrainConfig:
     """Processes decoding the frame cache: training has not begun yet, so every core can decode."""
     cache_frames: bool = True
     """Compact policy: decode every sample once (LeRobot's loader) into memory at the policy's image size and
-    train from there (1.9 GB for 34k frames at 96 px; decoding otherwise costs as much as the step itself).
+    train from there, so steps decode no video (`imitation/frame_cache.py`; memory and speed in docs/benchmarks.md).
     SmolVLA always streams from the videos."""
     time_beta: float = 1.5
     """Flow times are drawn as t = 0.001 + 0.999 * u ** (1 / a), u uniform: Beta(a, 1), the distribution pi0 and

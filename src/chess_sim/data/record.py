@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from chess_sim.config import JOINT_NAMES, EnvConfig, RecordConfig
+from chess_sim.config import JOINT_NAMES, EnvConfig, RecordConfig, saved_as_today
 from chess_sim.data.commit import Progress, commit, read_progress, roll_back_to_commit
 from chess_sim.data.integrity import DatasetFilesError, checked_metadata, repo_id
 from chess_sim.sim.episodes import expert_episode, ordered_map
@@ -163,7 +163,7 @@ def _open_dataset(root: Path, cfg: EnvConfig, settings: dict, seed: int, episode
     if resume:
         if progress is None:
             raise RecordError(f"{root} holds no chess-sim recording to resume; drop --resume to start one")
-        if (progress.seed, progress.env, progress.record) != (seed, _config_dict(cfg), settings):
+        if (progress.seed, saved_as_today(progress.env), progress.record) != (seed, _config_dict(cfg), settings):
             raise RecordError(f"{root} was recorded with another seed, profile or recording settings; "
                               f"use a new --out")
         roll_back_to_commit(root, progress)

@@ -1,10 +1,9 @@
 """Training samples decoded once and held in memory at the size the policy looks at.
 
-Decoding two 256 x 256 video frames per sample costs as much as the compact policy's whole training step on
-two cores. The cache reads every sample once through LeRobot's loader, resizes the images exactly as the
-compact policy's `encode` would (bilinear, antialiased) and keeps them as uint8: 34k frames at 96 px take
-1.9 GB. Batches are then index lookups. Shapes: N samples, images (N, 3, S, S) uint8, state (N, A), action
-(N, T, A), action_is_pad (N, T).
+Training steps then decode no video (two 256 x 256 frames per sample; speed and memory in docs/benchmarks.md). The
+cache reads every sample once through LeRobot's loader, resizes the images exactly as the compact policy's `encode`
+would (bilinear, antialiased) and keeps them as uint8: 2 * 3 * S * S bytes of images per sample. Batches are then
+index lookups. Shapes: N samples, images (N, 3, S, S) uint8, state (N, A), action (N, T, A), action_is_pad (N, T).
 """
 
 from __future__ import annotations

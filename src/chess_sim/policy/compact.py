@@ -8,8 +8,8 @@ captures ("Capture the <colour> <piece> on <square> with the <colour> <piece> fr
 piece as a fifth. The action expert is a transformer over the T = 50 noisy action tokens attending to the prefix
 tokens. Each action token is also given the
 flow time t and a task vector (state and instruction through an MLP, kept in the prefix as `task`): where to go is
-said by the squares and the state, and handing them to every token directly makes the model learn that mapping far
-faster than when it must be found by attention among the image tokens.
+said by the squares and the state, and handing them to every token directly spares the model finding that mapping
+by attention among the image tokens.
 
 Files: `config.json` (kind, architecture, normaliser) and `model.safetensors`; both written atomically.
 """

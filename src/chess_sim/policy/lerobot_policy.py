@@ -12,6 +12,11 @@ bit-identically in batches of other sizes (a tiny ACT's first row alone and in a
 bits, below 1e-4, on this project's 2-core CPU), and one at a time an episode's outcome depends on nothing else in
 the batch, so it does not depend on `--envs` either.
 
+Checkpoints from elsewhere run no code of theirs: a processor step that names its class by import path (LeRobot
+would import and call it) is refused unless the class is one of LeRobot's registered steps or ours, or the caller
+trusts the checkpoint's code (`trust_remote_code`, `--trust-remote-code`). Steps named by `registry_name` are
+looked up among the steps already registered and import nothing.
+
 Not supported, refused with a one-line error: observation histories (`n_obs_steps` > 1: the simulator returns the
 observation at decisions only) and ACT's temporal ensembling (it needs a decision at every step).
 """
@@ -47,7 +52,7 @@ class LeRobotPolicy:
         """Whether the model takes observations with a time dimension, (B, n_obs_steps, ...)."""
 
     @classmethod
-    def load(cls, directory, device: str = "cpu") -> "LeRobotPolicy":
+    def load(cls, directory, device: str = "cpu", trust_remote_code: bool = False) -> "LeRobotPolicy":
         """The policy saved in `directory` (a `pretrained_model` folder of `lerobot-train`, or any
         `save_pretrained` output with its processors), in eval mode on `device`; ValueError (one line) when it
         cannot be loaded or run here."""
@@ -55,6 +60,8 @@ class LeRobotPolicy:
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
         directory = Path(directory)
+        if not trust_remote_code:
+            check_processor_code(directory)
         try:
             config = PreTrainedConfig.from_pretrained(directory, local_files_only=True)
         except Exception as error:  # noqa: BLE001 - draccus, json and the type registry each raise their own
@@ -105,6 +112,47 @@ def is_lerobot_policy(directory) -> bool:
     except (OSError, json.JSONDecodeError, UnicodeDecodeError):
         return False
     return isinstance(data, dict) and isinstance(data.get("type"), str)
+
+
+PROCESSOR_FILES = ("policy_preprocessor.json", "policy_postprocessor.json")
+"""The pipeline files LeRobot's `make_pre_post_processors` reads from a policy directory."""
+TRUSTED_PACKAGES = ("lerobot.", "chess_sim.")
+"""Packages whose processor steps a checkpoint may name by import path (installed code, not the checkpoint's)."""
+
+
+def check_processor_code(directory: Path) -> None:
+    """ValueError (one line) when a pipeline file of `directory` names a processor step by an import path outside
+    LeRobot's registered steps and ours: loading it would import and call code the checkpoint chose. Nothing of the
+    checkpoint is imported to decide."""
+    from lerobot.processor import ProcessorStepRegistry
+
+    registered = set(ProcessorStepRegistry._registry.values())
+    for name in PROCESSOR_FILES:
+        path = Path(directory) / name
+        if not path.is_file():
+            continue
+        try:
+            steps = json.loads(path.read_text()).get("steps", [])
+            entries = [(step.get("registry_name"), step.get("class")) for step in steps]
+        except (OSError, ValueError, AttributeError, TypeError) as error:
+            raise ValueError(f"{path} is not a processor pipeline LeRobot can read ({_short(error)})") from None
+        for registry_name, class_path in entries:
+            if registry_name is None and not _trusted_step(class_path, registered):
+                raise ValueError(f"{path} names the processor step {class_path!r}, code from outside LeRobot that "
+                                 f"loading would run; pass --trust-remote-code if you trust the checkpoint's author")
+
+
+def _trusted_step(class_path, registered: set) -> bool:
+    """Whether `class_path` ("module.Name") is a registered processor step of an installed trusted package."""
+    import importlib
+
+    if not isinstance(class_path, str) or "." not in class_path or not class_path.startswith(TRUSTED_PACKAGES):
+        return False
+    module, _, name = class_path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name, None) in registered
+    except ImportError:
+        return False
 
 
 def _short(error: Exception, limit: int = 200) -> str:

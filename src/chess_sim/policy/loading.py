@@ -19,15 +19,16 @@ def load_policy(directory) -> FlowPolicy:
     return load_start(policy, directory).eval() if has_start(directory) else policy
 
 
-def load_evaluated(directory):
+def load_evaluated(directory, trust_remote_code: bool = False):
     """What `chess-sim eval` runs from `directory`: a FlowPolicy (ours, or a SmolVLA saved by chess-sim) as
-    `load_policy` opens it, else any LeRobot policy (`LeRobotPolicy`); ValueError (one line) otherwise."""
+    `load_policy` opens it, else any LeRobot policy (`LeRobotPolicy`, whose processors may run the checkpoint's
+    own code only with `trust_remote_code`); ValueError (one line) otherwise."""
     from chess_sim.policy.lerobot_policy import LeRobotPolicy, is_lerobot_policy
     from chess_sim.policy.smolvla import SIDECAR
 
     directory = Path(directory)
     if is_lerobot_policy(directory) and not (directory / SIDECAR).is_file():
-        return LeRobotPolicy.load(directory)
+        return LeRobotPolicy.load(directory, trust_remote_code=trust_remote_code)
     return load_policy(directory)
 
 

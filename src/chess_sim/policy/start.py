@@ -3,8 +3,7 @@
 One log-spread `log_std` is shared by every element of the chunk, and a small head on the prefix's pooled features
 (`policy.features`) adds to it per observation: log s(obs) = log_std + head(features). Both start at zero (the head's
 last layer is zero), so a policy given a start samples exactly as before until RL moves it. This is latent-noise
-steering of the start's spread, a temperature: on the baseline, x_0 decides most outcomes and a narrower start alone
-lifts success (docs/experiments.md).
+steering of the start's spread, a temperature per observation (what it did on the baseline: docs/experiments.md).
 
 Shapes: features (B, F) -> log-spread (B, 1) -> spread (B, 1) within `START_SPREAD_BOUNDS`; the start distribution a
 FlowPolicy reports is a mean of 0 and a spread (B, 1, 1) that broadcasts over the chunk (B, T, C).

@@ -60,7 +60,9 @@ class ChessEnv(gym.Env):
     the next index. `info` holds the task and `torch_seed`; `task_description` is the instruction. The scripted
     expert drives an env from beside it (`sim.expert.ExpertDriver`). A game (`chess_sim.play`) gives the task
     instead (`options={"task": Task}`), and for its later moves the slot holding each of the task's pieces
-    (`"assignment"`): the pieces and the arm then stay where the last move left them.
+    (`"assignment"`): the pieces and the arm then stay where the last move left them. Other keys, and values of
+    the wrong type or range, are a ValueError; a step before the first reset or after an episode's end raises
+    Gymnasium's `ResetNeeded`.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
@@ -99,11 +101,16 @@ class ChessEnv(gym.Env):
         self._scene_seed = seed
         self._index = -1
         self.task: Task | None = None
+        self._ended = True
+        """Whether a step must wait for a reset: before the first one, and once an episode ends."""
 
     # ------------------------------------------------------------------ gymnasium API
+    RESET_OPTIONS = ("index", "task", "assignment")
+    """The keys `reset(options=...)` reads."""
+
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        options = self._checked_options(seed, options)
         super().reset(seed=seed)
-        options = options or {}
         if seed is not None:
             self._scene_seed = int(seed)
         if "index" in options:
@@ -124,7 +131,35 @@ class ChessEnv(gym.Env):
         self.steps = 0
         self._rewarded: set[str] = set()
         self._info = self._task_info()
+        self._ended = False
         return self._observation(), dict(self._info)
+
+    def _checked_options(self, seed, options) -> dict:
+        """`reset`'s options, checked: a dict of known keys, a whole non-negative index, a `Task`, an assignment of
+        one whole slot per piece of the task; ValueError (one line) otherwise."""
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+            raise ValueError(f"reset: seed must be a whole number >= 0, got {seed!r}")
+        if options is None:
+            return {}
+        if not isinstance(options, dict):
+            raise ValueError(f"reset: options must be a dict, got {type(options).__name__}")
+        unknown = sorted(set(map(str, options)) - set(self.RESET_OPTIONS))
+        if unknown:
+            raise ValueError(f"reset: unknown option {', '.join(unknown)}; known: {', '.join(self.RESET_OPTIONS)}")
+        index = options.get("index")
+        if index is not None and (isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0):
+            raise ValueError(f"reset: options['index'] must be a whole number >= 0, got {index!r}")
+        task = options.get("task")
+        if task is not None and not isinstance(task, Task):
+            raise ValueError(f"reset: options['task'] must be a chess_sim Task, got {type(task).__name__}")
+        if "assignment" in options:
+            assignment = options["assignment"]
+            whole = isinstance(assignment, (list, tuple)) and all(
+                isinstance(slot, (int, np.integer)) and not isinstance(slot, bool) and slot >= 0 for slot in assignment)
+            if task is None or not whole or len(assignment) != len(task.pieces):
+                raise ValueError("reset: options['assignment'] needs options['task'] and one whole slot >= 0 per "
+                                 "piece of the task")
+        return options
 
     def step(self, action):
         reward, terminated, truncated, info = self.advance(action)
@@ -163,7 +198,8 @@ class ChessEnv(gym.Env):
         return self._observation(), total, terminated, truncated, info
 
     def advance(self, action) -> tuple[float, bool, bool, dict]:
-        """One control step without an observation: `(reward, terminated, truncated, info)`."""
+        """One control step without an observation: `(reward, terminated, truncated, info)`; Gymnasium's
+        `ResetNeeded` before the first reset and after the episode ended."""
         return self._advance_ctrl(self._to_ctrl(self._validate(action)))
 
     def _to_ctrl(self, actions: np.ndarray) -> np.ndarray:
@@ -171,6 +207,8 @@ class ChessEnv(gym.Env):
         return self.units.to_rad(np.clip(actions, self.units.lower, self.units.upper))
 
     def _advance_ctrl(self, ctrl: np.ndarray) -> tuple[float, bool, bool, dict]:
+        if self._ended:
+            raise gym.error.ResetNeeded("the episode has ended (or not begun): call reset() before stepping")
         self.data.ctrl[:] = ctrl
         for _ in range(self.substeps):
             mujoco.mj_step(self.model, self.data)
@@ -189,6 +227,7 @@ class ChessEnv(gym.Env):
             end = self.judge.timeout_end()
             truncated = True
         terminated = end is not None and not truncated
+        self._ended = terminated or truncated
         reward, terms = self._reward(end)
         if end == "unstable":  # keep observations finite; the state is meaningless now
             mujoco.mj_resetData(self.model, self.data)
@@ -226,10 +265,10 @@ class ChessEnv(gym.Env):
 
     def save_state(self):
         """Everything a step changes, to try something from here and come back (`restore_state`)."""
-        return copy.copy(self.data), copy.deepcopy(self.judge), self.steps, set(self._rewarded), self.leg
+        return copy.copy(self.data), copy.deepcopy(self.judge), self.steps, set(self._rewarded), self.leg, self._ended
 
     def restore_state(self, saved) -> None:
-        self.data, self.judge, self.steps, self._rewarded, leg = saved
+        self.data, self.judge, self.steps, self._rewarded, leg, self._ended = saved
         self._enter_leg(leg)
 
     def _enter_leg(self, leg: int) -> None:

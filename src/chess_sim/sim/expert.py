@@ -10,7 +10,7 @@ at the control rate, made of straight Cartesian segments solved by `ik.ArmIK` (`
 the next is planned from the new state. A capture is two legs (`tasks.Leg`), each such a pick-and-place: the
 captured piece goes somewhere in the capture area (`goals.py` chooses where), then the mover to its square.
 
-Grasp geometry (measured while scoping): the fixed jaw stays put and the moving jaw pushes the piece against
+Grasp geometry: the fixed jaw stays put and the moving jaw pushes the piece against
 it, so the tcp aims `GRASP_OFFSET` past the piece axis towards the moving jaw. Pawns are gripped with the jaws
 closing along the rank, knights across their body. Far squares need the approach tilted away from the base;
 the same tilt is used to pick and to place, so the piece stays upright in the jaws.
