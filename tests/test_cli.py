@@ -60,7 +60,7 @@ def test_bad_arguments_give_one_line_and_exit_2(argv, words):
 
 def test_output_path_that_is_a_directory_is_refused(tmp_path, capsys):
     assert main(["scene", "--out", str(tmp_path)]) == 2
-    assert "is a directory" in capsys.readouterr().err
+    assert "is a folder" in capsys.readouterr().err
 
 
 @pytest.mark.slow

@@ -301,3 +301,11 @@ def test_cli_expert_eval_and_compare_smoke(tmp_path, capsys):
                           stderr=subprocess.PIPE, text=True, timeout=120)
     os.close(writer)
     assert done.returncode == 0 and done.stderr == ""
+
+
+def test_a_policy_with_nan_actions_is_judged_policy_error_and_the_evaluation_goes_on(tmp_path, capsys):
+    broken = make_policy(tmp_path / "nan", action_std=float("nan"))
+    assert main(["eval", "--policy", str(broken), "--episodes", "2", "--envs", "1", "--out", str(tmp_path / "e")]) == 0
+    summary = json.loads((tmp_path / "e" / "summary.json").read_text())
+    assert summary["ends"]["policy_error"] == 2 and summary["success"] == 0.0
+    assert "policy_error 2" in capsys.readouterr().out

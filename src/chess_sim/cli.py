@@ -170,8 +170,8 @@ def cmd_scene(args: argparse.Namespace) -> dict:
     finally:
         env.close()
     strip = np.concatenate([images[name] for name in ("front", "wrist", "overview")], axis=1)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(strip).save(args.out)
+    atomic.write_file(args.out, lambda tmp: Image.fromarray(strip).save(tmp, format=Image.registered_extensions()[
+        args.out.suffix.lower()]))
     print(f"{info['instruction']}  (seed {args.seed}, index {args.index}) -> {args.out}")
     return {key: info[key] for key in ("seed", "index", "instruction", "piece", "color", "from", "to", "fen")}
 
@@ -431,19 +431,19 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 
 
 def _check_writable_file(path: Path) -> None:
-    if path.exists() and path.is_dir():
-        raise UsageError(f"{path} is a directory; expected a file path")
+    """An output file must be creatable and writable and, if there, a regular file: checked before any work."""
+    try:
+        atomic.check_writable(path)
+    except atomic.NotWritable as error:
+        raise UsageError(str(error)) from None
 
 
 def _check_output_dir(path: Path) -> None:
-    """An output folder must be a folder (it is created when missing): checked before any work is done."""
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"--out {path} is a file; expected a directory")
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise UsageError(f"--out {path}: {parent} is a file")
-            break
+    """An output folder must be a folder that can be written (it is created when missing): checked before any work."""
+    try:
+        atomic.check_writable(path, folder=True)
+    except atomic.NotWritable as error:
+        raise UsageError(f"--out {error}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -455,8 +455,13 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "json", None) is not None:
             atomic.write_text(args.json, json.dumps(summary, indent=2, sort_keys=True) + "\n")
         return 0
-    except UsageError as error:
+    except (UsageError, atomic.NotWritable) as error:
         print(f"chess-sim: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        # a disk that fills or turns read-only mid-run; what was complete was written atomically and stays
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"chess-sim: error: {where}{error.strerror or error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("chess-sim: interrupted", file=sys.stderr)

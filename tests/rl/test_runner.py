@@ -421,3 +421,19 @@ def test_an_anchored_run_fits_against_its_start_policy_also_after_a_resume(polic
     shutil.rmtree(start_dir)
     with pytest.raises(rl_runner.RLError, match="start policy"):
         run(start_dir, out, replace_fields(cfg, iterations=3), ENV, resume=True)
+
+
+def test_a_policy_with_nan_actions_stops_rl_in_one_line_naming_the_scene(tmp_path, capsys):
+    from chess_sim.config import CompactConfig
+    from chess_sim.policy.base import Normalizer
+    from chess_sim.policy.compact import CompactPolicy
+
+    normalizer = Normalizer.identity()
+    normalizer.action_std = torch.full((6,), float("nan"))
+    CompactPolicy(CompactConfig(width=32, layers=1, heads=2, image_size=32, steps=3), normalizer).save(tmp_path / "p")
+    tiny = ["--episodes", "1", "--envs", "1", "--val-episodes", "1", "--fit-minibatch", "2", "--torch-threads", "1"]
+    assert main(["rl", "--policy", str(tmp_path / "p"), "--out", str(tmp_path / "rl"), "--iterations", "1",
+                 *tiny]) == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 1 and "training scene 0" in errors[0] and "decision 1" in errors[0], errors
+    assert "NaN or inf" in errors[0] and (tmp_path / "rl" / "last").is_dir()  # iteration 0's checkpoint stays

@@ -86,12 +86,29 @@ def test_seed_without_index_starts_at_zero_and_then_counts(physics_env):
     assert (first["index"], second["index"]) == (0, 1)
 
 
-@pytest.mark.parametrize("bad, message", [(np.zeros(5), "shape"), (np.full(6, np.nan), "NaN"),
-                                          (np.array([0, 0, 0, 0, 0, np.inf]), "inf")])
-def test_bad_actions_raise_value_error(physics_env, bad, message):
+@pytest.mark.parametrize("bad", [np.zeros(5), np.zeros((3, 6))])
+def test_an_action_of_the_wrong_shape_raises_value_error(physics_env, bad):
     physics_env.reset(seed=SEED)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match="shape"):
         physics_env.step(bad)
+
+
+@pytest.mark.parametrize("chunk", [False, True])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_a_nan_or_inf_action_ends_the_episode_as_policy_error(physics_env, bad, chunk):
+    physics_env.reset(seed=SEED)
+    physics_env.step(physics_env.rest_action())
+    qpos = physics_env.data.qpos.copy()
+    action = np.array([0, 0, 0, 0, 0, bad])
+    if chunk:
+        _, reward, terminated, truncated, info = physics_env.step_chunk(np.stack([physics_env.rest_action(), action]))
+        assert info["executed"] == 0
+    else:
+        _, reward, terminated, truncated, info = physics_env.step(action)
+    assert (info["end"], reward, terminated, truncated, info["is_success"]) == ("policy_error", 0.0, True, False, False)
+    assert info["steps"] == 1 and np.array_equal(physics_env.data.qpos, qpos)  # nothing simulated
+    with pytest.raises(gymnasium.error.ResetNeeded):
+        physics_env.step(physics_env.rest_action())
 
 
 def test_out_of_range_targets_are_clipped(physics_env):

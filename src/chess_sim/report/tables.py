@@ -27,7 +27,7 @@ def outcome_table(summary: dict) -> str:
               if piece in ("pawn", "knight") or summary.get(f"success_{piece}") is not None]
     for key in ("success", *pieces, "clean_lift", "disturbed", "toppled"):
         lines.append(f"  {key:<16}{_pct(summary[key])}  95% CI {_ci(summary[key + '_ci'])}")
-    ends = "  ".join(f"{end} {summary['ends'][end]}" for end in ENDS)
+    ends = "  ".join(f"{end} {summary['ends'].get(end, 0)}" for end in ENDS)  # older summaries lack later ends
     lines.append(f"  ends            {ends}")
     for key in ("close_mm_median", "place_error_mm_median"):
         value = summary.get(key)

@@ -23,8 +23,14 @@ import numpy as np
 import torch
 
 from chess_sim.policy.base import concat_rows, in_blocks, observation_batch, take_rows
+from chess_sim.runs import RunError
 from chess_sim.rl.flow_rl import Draws, FlowRL, RolloutSpec
 from chess_sim.rl.storage import Decision, Storage, split_prefix
+
+
+class BrokenPolicy(RunError):
+    """The policy's actions were NaN or inf (the episode ended `policy_error`): the run stops rather than learn
+    from them, at its last checkpoint."""
 
 
 @dataclass
@@ -133,6 +139,10 @@ class RolloutDriver:
         episode.observation, episode.info = result.observation, result.info
         if not (result.terminated or result.truncated):
             return False
+        if result.info["end"] == "policy_error":
+            raise BrokenPolicy(f"training scene {result.info['index']} (seed {result.info['seed']}), decision "
+                               f"{len(episode.decisions)}: the policy's actions are NaN or inf; the run stops at "
+                               "its last checkpoint")
         bootstrap = self._final_value(episode) if result.truncated else 0.0
         self.storage.add_episode(episode.decisions, bootstrap)
         row = episode_row(result.info)

@@ -49,7 +49,8 @@ class ChessEnv(gym.Env):
     moves start where the last one left everything: see Reset).
 
     ## Episode end
-    `terminated` on success, `unstable`, and (with `EnvConfig.early_stop`) on an irreversible failure;
+    `terminated` on success, `unstable`, an action that is NaN or inf (`policy_error`, nothing simulated), and
+    (with `EnvConfig.early_stop`) on an irreversible failure;
     `truncated` at `EnvConfig.episode_seconds` (a time limit, not a terminal state: value bootstrapping
     belongs to the learner; `_max_episode_steps` steps). `info["end"]` names the end (`judge.ENDS`),
     `info["is_success"]` says whether it is a success (False on reset and while running, as LeRobot reads it),
@@ -174,7 +175,12 @@ class ChessEnv(gym.Env):
         actions = np.asarray(actions, dtype=np.float64)
         if actions.ndim != 2 or actions.shape[1] != 6 or actions.shape[0] == 0:
             raise ValueError(f"action chunk must have shape (T, 6) with T >= 1, got {actions.shape}")
-        self._check_finite(actions)
+        if not np.all(np.isfinite(actions)):
+            info = self._end_by_policy_error()[3]
+            info["executed"] = 0
+            if film:
+                info["frames"] = []
+            return self._observation(), 0.0, True, False, info
         return self._run_chunk(iter(self._to_ctrl(actions)), film)  # validated and converted once
 
     def step_each(self, next_action, steps: int, film: bool = False):
@@ -200,7 +206,20 @@ class ChessEnv(gym.Env):
     def advance(self, action) -> tuple[float, bool, bool, dict]:
         """One control step without an observation: `(reward, terminated, truncated, info)`; Gymnasium's
         `ResetNeeded` before the first reset and after the episode ended."""
-        return self._advance_ctrl(self._to_ctrl(self._validate(action)))
+        action = self._shaped(action)
+        if not np.all(np.isfinite(action)):
+            return self._end_by_policy_error()
+        return self._advance_ctrl(self._to_ctrl(action))
+
+    def _end_by_policy_error(self) -> tuple[float, bool, bool, dict]:
+        """The episode ends, judged `policy_error`, on an action that is NaN or inf: nothing is simulated."""
+        if self._ended:
+            raise gym.error.ResetNeeded("the episode has ended (or not begun): call reset() before stepping")
+        self._ended = True
+        info = dict(self._info)
+        info.update(end="policy_error", is_success=False, reward_terms={}, measurements=self.judge.measurements(),
+                    steps=self.steps, legs_done=self.leg)
+        return 0.0, True, False, info
 
     def _to_ctrl(self, actions: np.ndarray) -> np.ndarray:
         """Joint targets (..., 6) in LeRobot units -> actuator controls in radians, clipped to the limits."""
@@ -278,18 +297,19 @@ class ChessEnv(gym.Env):
         self.goal_xy = np.asarray(self.task.legs[leg].goal_xy, dtype=np.float64)
 
     # ------------------------------------------------------------------ internals
-    def _validate(self, action) -> np.ndarray:
+    @staticmethod
+    def _shaped(action) -> np.ndarray:
         action = np.asarray(action, dtype=np.float64)
         if action.shape != (6,):
             raise ValueError(f"action must have shape (6,), got {action.shape}")
-        self._check_finite(action)
         return action
 
-    @staticmethod
-    def _check_finite(actions: np.ndarray) -> None:
-        if not np.all(np.isfinite(actions)):
-            bad = "NaN" if np.any(np.isnan(actions)) else "inf"
-            raise ValueError(f"action contains {bad}")
+    def _validate(self, action) -> np.ndarray:
+        """A closed-loop controller's action (the scripted expert's): NaN or inf there is a bug, not a judged end."""
+        action = self._shaped(action)
+        if not np.all(np.isfinite(action)):
+            raise ValueError(f"action contains {'NaN' if np.any(np.isnan(action)) else 'inf'}")
+        return action
 
     def _reward(self, end: str | None) -> tuple[float, dict[str, float]]:
         cfg = self.reward_cfg

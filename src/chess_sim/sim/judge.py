@@ -32,7 +32,8 @@ import numpy as np
 
 from chess_sim.config import BoardConfig, JudgeConfig
 
-ENDS = ("success", "toppled", "disturbed", "dropped", "timeout", "unstable")
+ENDS = ("success", "toppled", "disturbed", "dropped", "timeout", "unstable", "policy_error")
+"""Every end an episode can have; `policy_error` (a NaN or inf action) is the env's, the others the judge's."""
 
 
 @dataclass(slots=True)

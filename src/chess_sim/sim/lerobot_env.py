@@ -26,7 +26,8 @@ class LeRobotChessEnv(ChessEnv):
         super().__init__(cfg, render_mode=render_mode, seed=scene_seed)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        options = dict(options or {})
+        # LeRobot's rollout marks its resets for its own wrappers (`lerobot_new_rollout`): not a scene option
+        options = {key: value for key, value in (options or {}).items() if not str(key).startswith("lerobot_")}
         if seed is not None and "index" not in options:
             options["index"] = seed
         return super().reset(seed=None if seed is None else self._scene_seed, options=options)

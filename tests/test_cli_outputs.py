@@ -1,0 +1,82 @@
+"""Outputs that cannot be written end every verb in one line with exit code 2, before any work, and no write ever
+replaces something that is not a regular file."""
+
+import os
+import time
+
+import pytest
+
+from chess_sim import atomic
+from chess_sim.cli import main
+
+UNWRITABLE = "/proc/chess-sim-out"
+"""A folder that cannot be created even by root (which passes every permission check)."""
+
+PGN = "tests/games/ruy_lopez_exchange.pgn"
+
+
+def verbs(policy: str, run: str) -> dict[str, list[str]]:
+    """Each verb with its inputs given and its output at UNWRITABLE."""
+    return {
+        "scene": ["scene", "--out", f"{UNWRITABLE}/scene.png"],
+        "expert": ["expert", "--episodes", "1", "--out", UNWRITABLE],
+        "record": ["record", "--episodes", "1", "--out", UNWRITABLE],
+        "train": ["train", "--dataset", run, "--out", UNWRITABLE],
+        "eval": ["eval", "--policy", "expert", "--episodes", "1", "--out", UNWRITABLE],
+        "temper": ["temper", "--policy", policy, "--spread", "0.5", "--out", UNWRITABLE],
+        "rl": ["rl", "--policy", policy, "--out", UNWRITABLE],
+        "rl-check": ["rl-check", "--policy", policy, "--out", UNWRITABLE],
+        "play": ["play", "--pgn", PGN, "--policy", "expert", "--out", UNWRITABLE],
+        "report": ["report", run, "--out", f"{UNWRITABLE}/report.html"],
+    }
+
+
+@pytest.mark.parametrize("verb", list(verbs("", "")))
+def test_an_unwritable_output_is_one_line_before_any_work(verb, tiny_policy_dir, tmp_path, capsys):
+    started = time.perf_counter()
+    assert main(verbs(str(tiny_policy_dir), str(tmp_path))[verb]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and UNWRITABLE in lines[0] and "cannot be written" in lines[0], lines
+    assert time.perf_counter() - started < 20  # refused up front, not after the simulation
+
+
+@pytest.mark.parametrize("target", ["/dev/null", "folder", "link"])
+def test_json_over_a_non_regular_file_is_refused_and_left_alone(target, tmp_path, capsys):
+    path = {"/dev/null": "/dev/null", "folder": str(tmp_path), "link": str(tmp_path / "link")}[target]
+    if target == "link":
+        os.symlink("/dev/null", path)
+    assert main(["scene", "--out", str(tmp_path / "scene.png"), "--json", path]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert not (tmp_path / "scene.png").exists()
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
+    if target == "link":
+        assert os.path.islink(path)
+
+
+def test_write_file_never_replaces_a_device_or_a_folder(tmp_path):
+    for path in ("/dev/null", tmp_path):
+        with pytest.raises(atomic.NotWritable, match="regular file"):
+            atomic.write_text(path, "x")
+    assert tmp_path.is_dir() and not os.path.isfile("/dev/null")
+
+
+def test_a_failed_write_names_the_file_and_keeps_the_old_one(tmp_path):
+    path = tmp_path / "summary.json"
+    atomic.write_text(path, "old")
+
+    def fail(tmp):
+        tmp.write_text("half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(atomic.NotWritable, match=f"{path} cannot be written: No space left on device"):
+        atomic.write_file(path, fail)
+    assert path.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]
+
+
+def test_check_writable_creates_nothing(tmp_path):
+    atomic.check_writable(tmp_path / "a" / "b", folder=True)
+    atomic.check_writable(tmp_path / "c.json")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(atomic.NotWritable, match="is a file"):
+        (tmp_path / "f").write_text("")
+        atomic.check_writable(tmp_path / "f" / "out", folder=True)
