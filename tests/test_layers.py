@@ -8,7 +8,7 @@ import chess_sim
 
 SOURCE = Path(chess_sim.__file__).parent
 LAYERS = [
-    {"config", "atomic", "jsonl", "progress", "video", "__init__"},
+    {"config", "atomic", "errors", "jsonl", "progress", "video", "__init__"},
     {"sim"},
     {"data", "policy", "report", "threads"},
     {"eval", "scheduler", "play"},

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from chess_sim import atomic, jsonl
+from chess_sim.errors import first_line
 
 
 class RunError(Exception):
@@ -84,7 +85,7 @@ def load_state(path: Path) -> dict:
     try:
         return torch.load(path, weights_only=True)
     except Exception as error:  # noqa: BLE001 - an unreadable or untrusted checkpoint is a bad input, not a crash
-        raise RunError(f"{path} cannot be read as a checkpoint ({str(error).splitlines()[0]})") from None
+        raise RunError(f"{path} cannot be read as a checkpoint ({first_line(error)})") from None
 
 
 def trim_log(path: Path, key: str, last: int) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from chess_sim.errors import first_line
+
 
 def repo_id(root: Path) -> str:
     """The repository id LeRobot is given for a local dataset (never fetched: the hub stays offline)."""
@@ -31,8 +33,8 @@ def checked_metadata(root: Path):
     try:
         meta = LeRobotDatasetMetadata(repo_id(root), root=root)
     except Exception as error:  # noqa: BLE001 - LeRobot's many ways of failing on a damaged folder are bad input here
-        first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise DatasetFilesError(f"{root} holds damaged LeRobot metadata ({type(error).__name__}: {first})") from None
+        raise DatasetFilesError(f"{root} holds damaged LeRobot metadata ({type(error).__name__}: "
+                                f"{first_line(error)})") from None
     check_files(meta)
     return meta
 

@@ -34,6 +34,7 @@ from chess_sim import jsonl, runs
 from chess_sim.config import (CHUNK, POLICY_KINDS, VALIDATION_SEED, CompactConfig, EnvConfig, EvalConfig, SceneConfig,
                               TrainConfig, profile)
 from chess_sim.data.integrity import DatasetFilesError, checked_metadata, repo_id
+from chess_sim.errors import first_line
 from chess_sim.policy.base import FlowPolicy, Normalizer, flow_matching_loss, flow_times
 from chess_sim.policy.compact import CompactPolicy
 from chess_sim.policy.average import WeightAverage, averaged
@@ -155,7 +156,7 @@ def train(dataset_dirs: Path | list[Path], out: Path, cfg: TrainConfig, policy_c
             if average is not None:
                 WeightAverage.copy_into(policy, state["live_policy"])
         except (KeyError, RuntimeError, ValueError, TypeError) as error:
-            raise TrainError(f"{out}/last/{STATE_FILE} does not fit this run ({str(error).splitlines()[0]})") from None
+            raise TrainError(f"{out}/last/{STATE_FILE} does not fit this run ({first_line(error)})") from None
         runs.trim_log(out / "train_log.jsonl", "step", step)
     else:
         out.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,7 @@ from torch import nn
 
 from chess_sim import atomic
 from chess_sim.config import CAMERAS, CompactConfig
+from chess_sim.errors import first_line
 from chess_sim.policy.base import Normalizer, standard_start
 from chess_sim.sim.tasks import COLORS, PIECES, parse_instruction
 
@@ -258,19 +259,31 @@ class CompactPolicy(nn.Module):
 
     @classmethod
     def load(cls, directory) -> "CompactPolicy":
+        """The policy saved in `directory`, in eval mode; ValueError (one line, naming the file) when its files are
+        missing, damaged or do not fit each other."""
         directory = Path(directory)
         config_path, weights_path = directory / "config.json", directory / "model.safetensors"
         if not config_path.is_file() or not weights_path.is_file():
             raise ValueError(f"{directory} is not a policy directory (needs config.json and model.safetensors)")
-        data = json.loads(config_path.read_text())
-        if data.get("kind") != KIND:
-            raise ValueError(f"{directory} holds a {data.get('kind')!r} policy, not a compact one")
-        architecture = dict(data["config"])
-        if architecture.pop("steering", False):
-            raise ValueError(f"{directory} holds a steered policy from before December 2026 (its start was part of "
-                             f"the compact policy); load it with that version of chess-sim")
-        architecture.pop("start_spread", None)
-        policy = cls(CompactConfig(**architecture), Normalizer.from_dict(data["normalizer"]))
-        policy.load_state_dict(load_file(str(weights_path)))
+        try:
+            data = json.loads(config_path.read_text())
+            kind = data.get("kind")
+        except (ValueError, AttributeError) as error:
+            raise ValueError(f"{config_path} is not a policy config ({first_line(error)})") from None
+        if kind != KIND:
+            raise ValueError(f"{directory} holds a {kind!r} policy, not a compact one")
+        try:
+            architecture = dict(data["config"])
+            if architecture.pop("steering", False):
+                raise ValueError(f"{directory} holds a steered policy from before December 2026 (its start was part "
+                                 f"of the compact policy); load it with that version of chess-sim")
+            architecture.pop("start_spread", None)
+            policy = cls(CompactConfig(**architecture), Normalizer.from_dict(data["normalizer"]))
+        except Exception as error:  # noqa: BLE001 - any failure to read a user-given file is a bad input
+            raise ValueError(f"{config_path} holds a damaged policy config: {first_line(error)}") from None
+        try:
+            policy.load_state_dict(load_file(str(weights_path)))
+        except Exception as error:  # noqa: BLE001 - safetensors and torch each raise their own kinds
+            raise ValueError(f"{weights_path} cannot be read as this policy's weights: {first_line(error)}") from None
         return policy.eval()
 

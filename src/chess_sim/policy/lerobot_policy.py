@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from chess_sim.config import CAMERAS
+from chess_sim.errors import first_line
 
 TIME_DIMENSION = {"diffusion"}
 """Policy types whose `predict_action_chunk`, called without their observation queues, reads every observation as
@@ -65,7 +66,7 @@ class LeRobotPolicy:
         try:
             config = PreTrainedConfig.from_pretrained(directory, local_files_only=True)
         except Exception as error:  # noqa: BLE001 - draccus, json and the type registry each raise their own
-            raise ValueError(f"{directory} holds a LeRobot policy config that cannot be read: {_short(error)}") from None
+            raise ValueError(f"{directory} holds a LeRobot policy config that cannot be read: {first_line(error)}") from None
         config.device = device
         _check_supported(config, directory)
         try:
@@ -75,7 +76,7 @@ class LeRobotPolicy:
                 preprocessor_overrides={"device_processor": {"device": device}},
                 postprocessor_overrides={"device_processor": {"device": "cpu"}})
         except Exception as error:  # noqa: BLE001 - safetensors, transformers and torch each raise their own
-            raise ValueError(f"{directory} holds a LeRobot policy that cannot be loaded: {_short(error)}") from None
+            raise ValueError(f"{directory} holds a LeRobot policy that cannot be loaded: {first_line(error)}") from None
         policy.eval()
         return cls(policy, preprocessor, postprocessor)
 
@@ -135,7 +136,7 @@ def check_processor_code(directory: Path) -> None:
             steps = json.loads(path.read_text()).get("steps", [])
             entries = [(step.get("registry_name"), step.get("class")) for step in steps]
         except (OSError, ValueError, AttributeError, TypeError) as error:
-            raise ValueError(f"{path} is not a processor pipeline LeRobot can read ({_short(error)})") from None
+            raise ValueError(f"{path} is not a processor pipeline LeRobot can read ({first_line(error)})") from None
         for registry_name, class_path in entries:
             if registry_name is None and not _trusted_step(class_path, registered):
                 raise ValueError(f"{path} names the processor step {class_path!r}, code from outside LeRobot that "
@@ -153,13 +154,6 @@ def _trusted_step(class_path, registered: set) -> bool:
         return getattr(importlib.import_module(module), name, None) in registered
     except ImportError:
         return False
-
-
-def _short(error: Exception, limit: int = 200) -> str:
-    """An exception's first line, cut to `limit` characters (LeRobot's unknown-type error lists every type)."""
-    text = str(error).strip()
-    line = text.splitlines()[0] if text else type(error).__name__
-    return line if len(line) <= limit else line[:limit] + "..."
 
 
 def _check_supported(config, directory: Path) -> None:

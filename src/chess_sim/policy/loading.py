@@ -59,7 +59,4 @@ def _load_base(directory) -> FlowPolicy:
         return SmolVLAFlowPolicy.load(directory)  # raises its own one-line ValueErrors
     if not isinstance(data, dict) or data.get("kind") != COMPACT:
         raise ValueError(f"{directory} does not hold a chess-sim policy (config.json names no known kind)")
-    try:
-        return CompactPolicy.load(directory)
-    except Exception as error:  # noqa: BLE001 - any failure to read a user-given file is a bad input
-        raise ValueError(f"{directory} holds a damaged policy: {str(error).splitlines()[0]}") from None
+    return CompactPolicy.load(directory)  # raises its own one-line ValueErrors

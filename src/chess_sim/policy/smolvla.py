@@ -44,6 +44,7 @@ from torch import nn  # noqa: E402
 
 from chess_sim import atomic  # noqa: E402
 from chess_sim.config import ACTION_DIM, CAMERAS, CHUNK  # noqa: E402
+from chess_sim.errors import first_line  # noqa: E402
 from chess_sim.policy.base import Normalizer, standard_start  # noqa: E402
 
 KIND = "smolvla"
@@ -239,6 +240,5 @@ class SmolVLAFlowPolicy(nn.Module):
             config = _adapt(config)
             policy = SmolVLAPolicy.from_pretrained(directory, config=config, local_files_only=True, strict=True)
         except Exception as error:  # draccus, safetensors, transformers and torch each raise their own kinds
-            message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise ValueError(f"{directory} holds a damaged or unloadable SmolVLA: {message}") from None
+            raise ValueError(f"{directory} holds a damaged or unloadable SmolVLA: {first_line(error)}") from None
         return cls(policy, normalizer).eval()

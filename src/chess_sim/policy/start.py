@@ -25,6 +25,7 @@ from torch import nn
 
 from chess_sim import atomic
 from chess_sim.config import START_SPREAD_BOUNDS
+from chess_sim.errors import first_line
 
 START_WEIGHTS = "start.safetensors"
 START_CONFIG = "start.json"
@@ -137,7 +138,7 @@ def load_start(base, directory) -> SteeredPolicy:
         start = StartDistribution(int(sizes["features"]), int(sizes["width"]))
         start.load_state_dict(load_file(str(directory / START_WEIGHTS)))
     except Exception as error:  # noqa: BLE001 - any failure to read a user-given file is a bad input
-        raise ValueError(f"{directory} holds a damaged start distribution: {str(error).splitlines()[0]}") from None
+        raise ValueError(f"{directory} holds a damaged start distribution: {first_line(error)}") from None
     given = feature_size(base)
     if start.features != given:
         raise ValueError(f"{directory}: the start distribution reads {start.features} features, the policy gives "

@@ -29,6 +29,7 @@ import torch
 
 from chess_sim import jsonl, runs
 from chess_sim.config import EnvConfig, EvalConfig, RewardConfig, RLConfig
+from chess_sim.errors import first_line
 from chess_sim.policy.average import WeightAverage, averaged
 from chess_sim.policy.base import cast_prefix, observed_env
 from chess_sim.policy.loading import check_reads
@@ -246,7 +247,7 @@ def _restore(directory: Path, algorithm: Algorithm, generator: torch.Generator) 
         torch.set_rng_state(saved["torch_rng"])
         return {key: saved[key] for key in ("iteration", "next_index", "best", "elapsed_s")}
     except (KeyError, RuntimeError, ValueError, TypeError) as error:
-        raise RLError(f"{directory}/{STATE_FILE} does not fit this run ({str(error).splitlines()[0]})") from None
+        raise RLError(f"{directory}/{STATE_FILE} does not fit this run ({first_line(error)})") from None
 
 
 def _log(out: Path, line: dict, algorithm: Algorithm, scalars=None, verbose: bool = False) -> None:

@@ -18,6 +18,7 @@ import socket
 from collections import deque
 
 from chess_sim.config import EnvConfig, RewardConfig
+from chess_sim.errors import first_line
 from chess_sim.sim import host, vec_env
 
 
@@ -42,7 +43,7 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> None:
         else:
             ray.init(address=address, **options)
     except ConnectionError as error:
-        raise RayBackendError(f"cannot join a Ray cluster at {address!r}: {str(error).splitlines()[0]}") from None
+        raise RayBackendError(f"cannot join a Ray cluster at {address!r}: {first_line(error)}") from None
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:

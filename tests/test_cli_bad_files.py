@@ -1,7 +1,8 @@
-"""Outputs that cannot be written end every verb in one line with exit code 2, before any work, and no write ever
-replaces something that is not a regular file."""
+"""Bad files end every verb in one line with exit code 2: outputs that cannot be written (before any work, and no
+write ever replaces something that is not a regular file) and damaged inputs."""
 
 import os
+import shutil
 import time
 
 import pytest
@@ -80,3 +81,25 @@ def test_check_writable_creates_nothing(tmp_path):
     with pytest.raises(atomic.NotWritable, match="is a file"):
         (tmp_path / "f").write_text("")
         atomic.check_writable(tmp_path / "f" / "out", folder=True)
+
+
+@pytest.mark.parametrize("damage", ["truncated weights", "garbage config", "config of another shape"])
+def test_a_damaged_policy_is_one_line_on_every_verb_that_reads_one(damage, tiny_policy_dir, demos, tmp_path, capsys):
+    policy = tmp_path / "policy"
+    shutil.copytree(tiny_policy_dir, policy)
+    if damage == "truncated weights":
+        weights = policy / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:5])
+    elif damage == "garbage config":
+        (policy / "config.json").write_bytes(b"\x00\xffnot json")
+    else:
+        (policy / "config.json").write_text('{"kind": "compact", "config": {"width": "wide"}, "normalizer": {}}')
+    runs = [["eval", "--policy", str(policy), "--episodes", "1", "--out", str(tmp_path / "eval")],
+            ["train", "--dataset", str(demos), "--init", str(policy), "--steps", "1", "--out", str(tmp_path / "train")],
+            ["rl", "--policy", str(policy), "--out", str(tmp_path / "rl")],
+            ["temper", "--policy", str(policy), "--spread", "0.5", "--out", str(tmp_path / "temper")],
+            ["record", "--policy", str(policy), "--episodes", "1", "--out", str(tmp_path / "record")]]
+    for argv in runs:
+        assert main(argv) == 2, argv
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and str(policy) in lines[0], (argv, lines)
