@@ -103,3 +103,14 @@ def test_a_damaged_policy_is_one_line_on_every_verb_that_reads_one(damage, tiny_
         assert main(argv) == 2, argv
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and str(policy) in lines[0], (argv, lines)
+
+
+@pytest.mark.parametrize("argv", [["eval", "--policy", "expert", "--envs", "100000"],
+                                  ["rl", "--policy", "POLICY", "--envs", "100000"],
+                                  ["record", "--episodes", "1", "--workers", "100000"]])
+def test_more_simulators_than_memory_holds_is_one_line_before_any_work(argv, tiny_policy_dir, tmp_path, capsys):
+    argv = [str(tiny_policy_dir) if word == "POLICY" else word for word in argv]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "100000" in lines[0] and "do not fit in this machine's available memory" in lines[0]
+    assert not (tmp_path / "out").exists()

@@ -203,6 +203,7 @@ def cmd_record(args: argparse.Namespace) -> dict:
         if args.episodes is None and not args.resume:
             raise UsageError("record needs --episodes N")
         _check_output_dir(args.out)
+        _check_capacity(args.workers, args, "--workers")
         rec = cli_args.config_from_args(RecordConfig, args, rename=RECORD_FLAGS)
         summary = record(args.out, _env(args, args.profile), rec, args.seed, args.episodes or 0,
                          workers=args.workers, resume=args.resume, backend=cli_args.backend_of(args),
@@ -292,6 +293,7 @@ def cmd_eval(args: argparse.Namespace) -> dict:
         raise UsageError("eval needs --policy DIR|expert and --out DIR (or --compare A B [C ...])")
     _check_output_dir(args.out)
     cfg = cli_args.config_from_args(EvalConfig, args, rename=EVAL_FLAGS)
+    _check_capacity(cfg.envs, args)
     try:
         summary, _, timing = evaluate(args.policy, args.out, cfg, _env(args, args.profile), resume=args.resume,
                                       backend=cli_args.backend_of(args), trust_remote_code=args.trust_remote_code)
@@ -341,6 +343,7 @@ def cmd_rl(args: argparse.Namespace) -> dict:
 
     _check_output_dir(args.out)
     name, cfg = _rl_config(args)
+    _check_capacity(cfg.run.envs, args)
     print(f"RL profile: {name}, algorithm {cfg.algorithm.name}"
           + (" (with the flags given)" if _flags_given(args, RLProfile) else ""))
     try:
@@ -373,6 +376,7 @@ def cmd_rl_check(args: argparse.Namespace) -> dict:
 
     _check_output_dir(args.out)
     _, cfg = _rl_config(args)
+    _check_capacity(min(cfg.run.envs, cfg.run.episodes), args)
     try:
         algorithm = build(args.policy, cfg)
     except RLError as error:
@@ -428,6 +432,17 @@ COMMANDS = {"scene": cmd_scene, "expert": cmd_expert, "record": cmd_record, "tra
 
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+
+
+def _check_capacity(simulators: int, args: argparse.Namespace, flag: str = "--envs") -> None:
+    """Local simulators must fit in this machine's memory (`sim.backends.check_capacity`): checked before any work."""
+    from chess_sim.sim.backends import check_capacity
+
+    if args.backend == "local" and args.ray_address is None:
+        try:
+            check_capacity(simulators)
+        except ValueError as error:
+            raise UsageError(f"{flag} {simulators}: {error}") from None
 
 
 def _check_writable_file(path: Path) -> None:

@@ -168,3 +168,13 @@ def test_a_new_episode_replaces_a_pending_restart(shared):
     assert info["index"] == 40 and "restarted" not in info
     assert shared.step_many({3: chunk})[3].info["steps"] == 50
 
+
+
+def test_local_capacity_is_available_memory_less_the_processes_in_simulators(tmp_path, monkeypatch):
+    from chess_sim.sim import backends
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24000000 kB\nMemAvailable:   8192000 kB\n")
+    monkeypatch.setattr(backends.os, "cpu_count", lambda: 2)
+    assert backends.local_capacity(meminfo) == (8000 - 2 * backends.PROCESS_MB) // backends.SIMULATOR_MB
+    assert backends.local_capacity(tmp_path / "missing") is None
