@@ -79,12 +79,16 @@ def test_record_and_inspect_smoke(tmp_path, capsys):
     (["record", "--out", "ds"], "needs --episodes"),
     (["record", "--episodes", "1", "--out", "ds", "--recovery", "1.5"], "expected a number in [0, 1]"),
     (["record", "--inspect", "."], "not a LeRobot dataset"),
+    (["record", "--episodes", "1", "--out", "ds", "--vcodec", "bogus"], "--vcodec bogus --vpreset ultrafast: the "
+                                                                        "installed encoder refuses them"),
+    (["record", "--episodes", "1", "--out", "ds", "--vpreset", "bogus"], "preset/tune bogus"),
 ])
 def test_record_bad_input_is_one_line(argv, words, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0]
+    assert not (tmp_path / "ds").exists()  # refused before anything was simulated or written
 
 
 @pytest.mark.parametrize("info", ["{not json", '{"fps": 30}'], ids=["not-json", "no-lerobot-fields"])

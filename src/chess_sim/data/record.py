@@ -27,6 +27,7 @@ import numpy as np
 
 from chess_sim.config import JOINT_NAMES, EnvConfig, RecordConfig, saved_as_today
 from chess_sim.data.commit import Progress, commit, read_progress, roll_back_to_commit
+from chess_sim.data.encoder import EncoderError, checked_encoder
 from chess_sim.data.integrity import DatasetFilesError, checked_metadata, repo_id
 from chess_sim.sim.episodes import expert_episode, ordered_map
 
@@ -198,12 +199,13 @@ def record(root: Path, cfg: EnvConfig, rec: RecordConfig, seed: int, episodes: i
     stops after the scene that brought this call's saved episodes to at least that many (tests of resumption)."""
     from chess_sim.progress import Progress as Bar
 
-    from lerobot.configs.video import RGBEncoderConfig
-
     _quiet_libraries()
     root = Path(root)
     cfg = replace(cfg, render=True)
-    encoder = RGBEncoderConfig(vcodec=rec.vcodec, preset=rec.vpreset)
+    try:
+        encoder = checked_encoder(rec.vcodec, rec.vpreset)
+    except EncoderError as error:
+        raise RecordError(str(error)) from None
     dataset, progress = _open_dataset(root, cfg, _settings(rec, source), seed, episodes, resume, encoder)
     jobs = [(seed, index) for index in range(progress.next_index, progress.episodes)]
     bar = Bar(len(jobs), "record")
