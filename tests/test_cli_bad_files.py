@@ -114,3 +114,14 @@ def test_more_simulators_than_memory_holds_is_one_line_before_any_work(argv, tin
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "100000" in lines[0] and "do not fit in this machine's available memory" in lines[0]
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("facts", [b"\x00garbage", b"[]", b'{"saved": [{"episode_index": 99, "recovery": false}]}'],
+                         ids=["bytes", "a list", "an episode the dataset lacks"])
+def test_training_on_a_recording_with_damaged_facts_is_one_line(facts, demos, tmp_path, capsys):
+    dataset = tmp_path / "demos"
+    shutil.copytree(demos, dataset)
+    (dataset / "meta" / "chess_sim.json").write_bytes(facts)
+    assert main(["train", "--dataset", str(dataset), "--steps", "1", "--out", str(tmp_path / "train")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "meta/chess_sim.json is damaged" in lines[0], lines

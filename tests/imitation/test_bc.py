@@ -155,8 +155,9 @@ def test_bad_inputs(dataset, tmp_path):
 
 def test_clean_episodes_leave_out_recovery_demonstrations(tmp_path):
     (tmp_path / "meta").mkdir()
-    with pytest.raises(TrainError, match="chess_sim.json"):
-        _clean_episodes(tmp_path)
+    assert _clean_episodes(tmp_path, 6) is None  # recorded elsewhere: no facts
     saved = [{"episode_index": i, "recovery": i % 3 == 1} for i in range(6)]
     (tmp_path / "meta" / "chess_sim.json").write_text(json.dumps({"saved": saved}))
-    assert _clean_episodes(tmp_path) == [0, 2, 3, 5]
+    assert _clean_episodes(tmp_path, 6) == [0, 2, 3, 5]
+    with pytest.raises(TrainError, match="do not fit the dataset's 5 episodes"):
+        _clean_episodes(tmp_path, 5)

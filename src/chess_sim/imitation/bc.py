@@ -61,7 +61,13 @@ def open_dataset(root: Path, chunk: int, recovery: bool = True):
     missing = needed - set(meta.features)
     if missing:
         raise TrainError(f"{root} lacks the features {sorted(missing)} a chess-sim policy needs")
-    episodes = None if recovery else _clean_episodes(root)
+    clean = _clean_episodes(root, meta.total_episodes)
+    if not recovery and clean is None:
+        raise TrainError(f"{root} has no meta/chess_sim.json: only a chess-sim recording says which episodes are "
+                         f"recovery demonstrations")
+    if not recovery and not clean:
+        raise TrainError(f"{root} holds no clean (non-recovery) episodes")
+    episodes = None if recovery else clean
     return LeRobotDataset(repo_id(root), root=root, episodes=episodes,
                           delta_timestamps={"action": [i / meta.fps for i in range(chunk)]})
 
@@ -80,14 +86,22 @@ def open_datasets(roots: list[Path], chunk: int, recovery: bool = True):
     return torch.utils.data.ConcatDataset(datasets), aggregate_stats([dataset.meta.stats for dataset in datasets])
 
 
-def _clean_episodes(root: Path) -> list[int]:
+def _clean_episodes(root: Path, total: int) -> list[int] | None:
+    """The episodes `meta/chess_sim.json` lists as clean expert demonstrations (None without the file: a dataset
+    recorded elsewhere); TrainError when the file is there but damaged, so a damaged recording is never trained on
+    without a word."""
     facts = root / "meta" / "chess_sim.json"
     if not facts.is_file():
-        raise TrainError(f"{root} has no meta/chess_sim.json: only a chess-sim recording says which episodes are "
-                         f"recovery demonstrations")
-    clean = [e["episode_index"] for e in json.loads(facts.read_text())["saved"] if not e["recovery"]]
-    if not clean:
-        raise TrainError(f"{root} holds no clean (non-recovery) episodes")
+        return None
+    try:
+        saved = json.loads(facts.read_text())["saved"]
+        clean = [entry["episode_index"] for entry in saved if not entry["recovery"]]
+        fits = isinstance(saved, list) and all(isinstance(entry["episode_index"], int) and isinstance(
+            entry["recovery"], bool) and 0 <= entry["episode_index"] < total for entry in saved)
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        raise TrainError(f"{facts} is damaged ({type(error).__name__}: {first_line(error)})") from None
+    if not fits:
+        raise TrainError(f"{facts} is damaged: its saved episodes do not fit the dataset's {total} episodes")
     return clean
 
 
