@@ -110,8 +110,8 @@ def serve(connection, cfg: EnvConfig, reward: RewardConfig | None, envs: list[in
             if batch is None:
                 break
             connection.send_bytes(pickle.dumps(host.answer_all(batch), pickle.HIGHEST_PROTOCOL))
-    except (EOFError, KeyboardInterrupt):
-        pass
+    except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
+        pass  # the learner is gone (killed, or interrupted): nothing is left to answer, and nothing to report
     finally:
         host.close()
 
