@@ -43,9 +43,11 @@ class ChunkCritic(nn.Module):
         return self.net(torch.cat([features, chunks.flatten(1)], dim=1)).squeeze(1)
 
 
-def selecting_decide(candidates: int, critic: ChunkCritic | None, record: list | None):
+def selecting_decide(candidates: int, critic: ChunkCritic | None, record: list | None, inputs: str = "pooled"):
     """An `eval._decide` that draws `candidates` starts per decision from each episode's generator and executes the
-    first (critic None) or the one the critic ranks best; `record` collects (scene index, features, chunk)."""
+    first (critic None) or the one the critic ranks best; `record` collects (scene index, features, chunk).
+    `inputs`: the critic's view of the observation, `pooled` (the prefix tokens' mean) or `rich` (also their
+    maximum, the compact policy's task vector of state and instruction, the joints / 100 and the decision number)."""
 
     @torch.no_grad()
     def decide(policy, active, cfg):
@@ -59,11 +61,19 @@ def selecting_decide(candidates: int, critic: ChunkCritic | None, record: list |
 
         def compute(rows, start):
             prefix = policy.encode(rows)
-            return sample_chain(policy, prefix, start)[:, -1], policy.features(prefix)
+            pooled = policy.features(prefix)
+            if inputs == "rich":
+                pooled = torch.cat([pooled, prefix["tokens"].amax(1), prefix["task"]], dim=1)
+            return sample_chain(policy, prefix, start)[:, -1], pooled
 
-        chunks, features = in_blocks(compute, observation_batch(observations, instructions), x0)
+        batch = observation_batch(observations, instructions)
+        chunks, features = in_blocks(compute, batch, x0)
         chunks = chunks.view(len(episodes), candidates, *chunks.shape[1:])
         features = features.view(len(episodes), candidates, -1)[:, 0]
+        if inputs == "rich":
+            state = batch["observation.state"].view(len(episodes), candidates, -1)[:, 0] / 100
+            step = torch.tensor([[e.decisions / 12] for e in episodes])
+            features = torch.cat([features, state.float(), step], dim=1)
         if critic is None:
             picks = torch.zeros(len(episodes), dtype=torch.long)
         else:
@@ -80,6 +90,8 @@ def selecting_decide(candidates: int, critic: ChunkCritic | None, record: list |
 
 
 def run_eval(policy: str, out: Path, episodes: int, seed: int, decide) -> list[dict]:
+    """An evaluation with `decide` in place of the protocol's own decision (pass 1 candidate and no critic and it is
+    the protocol's: the same draws in the same order)."""
     evaluation._decide = decide
     _, rows, _ = evaluation.evaluate(policy, out, EvalConfig(episodes=episodes, seed=seed), profile("baseline"))
     return rows
@@ -128,13 +140,14 @@ def main() -> None:
     parser.add_argument("--test-episodes", type=int, default=200)
     parser.add_argument("--candidates", type=int, default=4)
     parser.add_argument("--fit-steps", type=int, default=3000)
+    parser.add_argument("--inputs", choices=("pooled", "rich"), default="pooled")
     args = parser.parse_args()
     torch.set_num_threads(1)
     data_path = args.out / "decisions.pt"
     if not data_path.is_file():
         began, record = time.perf_counter(), []
         rows = run_eval(args.policy, args.out / "collect", args.train_episodes, RunConfig.train_seed,
-                        selecting_decide(1, None, record))
+                        selecting_decide(1, None, record, args.inputs))
         success = {row["index"]: row["end"] == "success" for row in rows}
         data = {"scenes": torch.tensor([r[0] for r in record]), "features": torch.stack([r[1] for r in record]),
                 "chunks": torch.stack([r[2] for r in record]).float(),
@@ -150,7 +163,7 @@ def main() -> None:
     for name, chooser in arms.items():
         began = time.perf_counter()
         run_eval(args.policy, args.out / f"select_{name}", args.test_episodes, TEST_SEED,
-                 selecting_decide(args.candidates, chooser, None))
+                 selecting_decide(args.candidates, chooser, None, args.inputs))
         print(json.dumps({"phase": "select", "arm": name, "seconds": round(time.perf_counter() - began, 1)}),
               flush=True)
     result = compare(args.out / "select_first", args.out / "select_critic")

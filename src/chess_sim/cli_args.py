@@ -13,6 +13,7 @@ import re
 import typing
 
 from chess_sim.config import BACKENDS, replace_fields
+from chess_sim.config.base import describe_range
 
 
 class UsageError(Exception):
@@ -180,6 +181,9 @@ def add_config_flags(command: argparse.ArgumentParser, cls, profiles: dict[str, 
             suffix = f" [default: {_show(default)}{shown}]"
         else:
             suffix = f" [default: {_show(default)}]"
+        valid = getattr(owner, "RANGES", {}).get(field.name)
+        if valid is not None:
+            suffix = f" [range: {describe_range(valid).removeprefix('in ')}]" + suffix
         help_text = (field_docs(owner).get(field.name, "") + suffix).replace("%", "%%")
         keywords = {"dest": field.name, "default": None if profiles else default, "help": help_text}
         if field.name in custom:

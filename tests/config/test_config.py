@@ -1,10 +1,13 @@
 """The config tree: every field documented, names unique within a tree, values checked where they are made, fields
 replaced by name, and the profiles valid."""
 
+from dataclasses import fields
+
 import pytest
 
 from chess_sim.cli_args import field_docs, leaf_fields
-from chess_sim.config import (PROFILES, RL_PROFILES, TEST_SEED, TRAIN_SEED, VALIDATION_SEED, EnvConfig, EvalConfig,
+from chess_sim.config import (PROFILES, RL_PROFILES, TEST_SEED, TRAIN_SEED, VALIDATION_SEED, CompactConfig,
+                              DaggerConfig, EnvConfig, EvalConfig,
                               FilteredConfig, OptimConfig, PPOConfig, RecordConfig, RLConfig, RLProfile, RunConfig,
                               StartConfig, TrainConfig, algorithm_fields, replace_fields)
 
@@ -40,12 +43,14 @@ def test_replace_fields_reaches_into_the_tree_and_leaves_the_rest():
 
 @pytest.mark.parametrize("make, message", [
     (lambda: RunConfig(iterations=0), "iterations must be >= 1"),
-    (lambda: PPOConfig(clip=-0.1), "clip must be positive"),
-    (lambda: PPOConfig(sigma_end=0.0), "must be positive"),
+    (lambda: PPOConfig(clip=-0.1), "clip must be > 0"),
+    (lambda: PPOConfig(sigma_end=0.0), "sigma_end must be > 0"),
+    (lambda: PPOConfig(gamma=1.5), r"gamma must be in \[0, 1\], got 1.5"),
     (lambda: PPOConfig(spread_noise=-1.0), "spread_noise must be >= 0"),
-    (lambda: StartConfig(initial_spread=5.0), r"initial_spread must be within \[0.05, 2.0\]"),
+    (lambda: StartConfig(initial_spread=5.0), r"initial_spread must be in \[0.05, 2.0\]"),
     (lambda: OptimConfig(ema=1.0), r"ema must be in \[0, 1\)"),
-    (lambda: TrainConfig(time_beta=0.0), "time_beta must be positive"),
+    (lambda: TrainConfig(time_beta=0.0), "time_beta must be > 0"),
+    (lambda: TrainConfig(lr="fast"), "lr must be >= 0, got 'fast'"),
     (lambda: EvalConfig(noise=(0.2, 0.0)), "noise must be two positive sizes"),
     (lambda: RecordConfig(recovery_fraction=1.5), r"recovery_fraction must be in \[0, 1\]"),
     (lambda: FilteredConfig(chain_dtype="float16"), "chain_dtype must be one of float32, bfloat16"),
@@ -55,6 +60,45 @@ def test_replace_fields_reaches_into_the_tree_and_leaves_the_rest():
 def test_a_config_refuses_bad_values_where_it_is_made(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+RANGED = (RunConfig, StartConfig, OptimConfig, PPOConfig, FilteredConfig, TrainConfig, EvalConfig, RecordConfig,
+          DaggerConfig, CompactConfig)
+"""Every config a flag sets."""
+
+
+def _outside(value, bound: float, included: bool, below: bool):
+    """A value just outside a bound, of the field's own type."""
+    step = 1 if isinstance(value, int) else 0.5
+    if not included:
+        return type(value)(bound)
+    return type(value)(bound - step if below else bound + step)
+
+
+@pytest.mark.parametrize("cls", RANGED, ids=lambda cls: cls.__name__)
+def test_every_numeric_setting_has_a_range_that_is_enforced(cls):
+    from chess_sim.config.base import _interval
+
+    defaults = cls()
+    numeric = [f.name for f in fields(cls) if isinstance(getattr(defaults, f.name), (int, float))
+               and not isinstance(getattr(defaults, f.name), bool)]
+    assert sorted(cls.RANGES) == sorted(numeric), f"{cls.__name__}: ranges {sorted(cls.RANGES)} vs {sorted(numeric)}"
+    for name, text in cls.RANGES.items():
+        low, low_in, high, high_in = _interval(text)
+        value = getattr(defaults, name)
+        cls(**{name: value})  # the default lies inside
+        bounds = [(low, low_in, True)] + ([(high, high_in, False)] if high != float("inf") else [])
+        for bound, included, below in bounds:
+            with pytest.raises(ValueError, match=rf"^{name} must be "):
+                cls(**{name: _outside(value, bound, included, below)})
+
+
+def test_help_shows_each_range():
+    from chess_sim.cli import build_parser
+
+    text = " ".join(build_parser()._subparsers._group_actions[0].choices["rl"].format_help().split())
+    assert "Discount per decision (one chunk). [range: [0, 1]] [default: 0.99]" in text
+    assert "[range: >= 1] [default: 100; main 3]" in text
 
 
 def test_an_algorithm_brings_its_own_config_and_args_json_keeps_only_that_one():

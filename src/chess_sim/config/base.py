@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import fields, is_dataclass, replace
 
 TRAIN_SEED = 7_700_003
@@ -46,6 +48,38 @@ def require(condition: bool, message: str) -> None:
 def at_least(config, minimum: float, *names: str) -> None:
     for name in names:
         require(getattr(config, name) >= minimum, f"{name} must be >= {minimum}, got {getattr(config, name)}")
+
+
+_INTERVAL = re.compile(r"^([\[(])\s*(-?[\d.e+-]+|-inf)\s*,\s*(-?[\d.e+-]+|inf)\s*([\])])$")
+
+
+def _interval(text: str) -> tuple[float, bool, float, bool]:
+    """`"[0, 1)"` -> (0.0, True, 1.0, False): the bounds and whether each is included."""
+    match = _INTERVAL.match(text)
+    assert match, f"not an interval: {text!r}"
+    return float(match[2]), match[1] == "[", float(match[3]), match[4] == "]"
+
+
+def describe_range(text: str) -> str:
+    """An interval as the help and the errors say it: `>= 1`, `> 0`, `in [0, 1)`."""
+    low, low_in, high, high_in = _interval(text)
+    shown = f"{low:g}"
+    if high == math.inf:
+        return f">= {shown}" if low_in else f"> {shown}"
+    return f"in {text}"
+
+
+def check_ranges(config) -> None:
+    """ValueError (one line) for a numeric field outside its interval in the class's `RANGES` ({field: "[1, inf)"}):
+    the single place each range is written, which `--help` shows too. None (a field's "none") passes."""
+    for name, text in type(config).RANGES.items():
+        value = getattr(config, name)
+        if value is None:
+            continue
+        low, low_in, high, high_in = _interval(text)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        inside = number and (value >= low if low_in else value > low) and (value <= high if high_in else value < high)
+        require(inside, f"{name} must be {describe_range(text)}, got {value!r}")
 
 
 def replace_fields(config, **changes):

@@ -4,8 +4,9 @@ evaluation. RL fine-tuning has its own module (`config/rl.py`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import ClassVar
 
-from chess_sim.config.base import ACTION_DIM, CHUNK, DENOISE_STEPS, TEST_SEED, at_least, require
+from chess_sim.config.base import ACTION_DIM, CHUNK, DENOISE_STEPS, TEST_SEED, check_ranges, require
 
 
 
@@ -33,11 +34,11 @@ class RecordConfig:
     vpreset: str = "ultrafast"
     """Encoder speed preset: rendering and encoding share two cores, so encoding must stay cheap."""
 
+    RANGES: ClassVar[dict[str, str]] = {"recovery_fraction": "[0, 1]", "recovery_noise_corr": "[0, 1)",
+                                        "recovery_noise_deg": "[0, inf)", "recovery_min_height": "[0, inf)"}
+
     def __post_init__(self):
-        require(0 <= self.recovery_fraction <= 1, f"recovery_fraction must be in [0, 1], got {self.recovery_fraction}")
-        require(0 <= self.recovery_noise_corr < 1,
-                 f"recovery_noise_corr must be in [0, 1), got {self.recovery_noise_corr}")
-        at_least(self, 0, "recovery_noise_deg", "recovery_min_height")
+        check_ranges(self)
 
 
 @dataclass(frozen=True)
@@ -58,9 +59,11 @@ class DaggerConfig:
     """Scales the policy's start noise x_0, drawn from each scene's own seed as evaluation draws it: 1 samples as
     the policy does (at its own start spread, if it has one), 0 drives with the chain from x_0 = 0 (noise-free)."""
 
+    RANGES: ClassVar[dict[str, str]] = {"round": "[1, inf)", "branch_every": "[1, inf)", "branch_steps": "[1, inf)",
+                                        "start_spread": "[0, inf)"}
+
     def __post_init__(self):
-        at_least(self, 1, "round", "branch_every", "branch_steps")
-        at_least(self, 0, "start_spread")
+        check_ranges(self)
 
 
 @dataclass(frozen=True)
@@ -91,14 +94,17 @@ class CompactConfig:
     """1: the instruction's captured piece is a fifth instruction token (`train --tasks captures` sets it); 0: quiet
     moves only (every policy from before captures)."""
 
+    RANGES: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("image_size", "width", "layers", "heads", "chunk", "action_dim", "steps", "time_power"),
+                        "[1, inf)"),
+        "action_steps": "[0, inf)", "captures": "[0, 1]"}
+
     def __post_init__(self):
         for item in fields(self):  # also read from a policy's config.json, where anything can stand
             value = getattr(self, item.name)
             require(isinstance(value, int) and not isinstance(value, bool),
                     f"{item.name} must be an integer, got {value!r}")
-        at_least(self, 1, *(item.name for item in fields(self) if item.name not in ("action_steps", "captures")))
-        at_least(self, 0, "action_steps")
-        require(self.captures in (0, 1), f"captures must be 0 or 1, got {self.captures}")
+        check_ranges(self)
         require(self.width % self.heads == 0, f"width {self.width} is not a multiple of heads {self.heads}")
         require(self.action_steps <= self.chunk, f"action_steps {self.action_steps} exceeds the chunk {self.chunk}")
 
@@ -150,12 +156,15 @@ class TrainConfig:
     """Decay per step of an exponential moving average of the trained weights (`policy/average.py`): the steps move
     the live weights, validations and the saved policies (`best`, `last`) are the average; 0: no average."""
 
+    RANGES: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("steps", "batch_size", "save_every", "log_every", "cache_workers", "torch_threads"),
+                        "[1, inf)"),
+        **dict.fromkeys(("lr", "weight_decay", "warmup_steps", "grad_clip", "val_every", "val_episodes",
+                         "loader_workers", "seed"), "[0, inf)"),
+        "time_beta": "(0, inf)", "ema": "[0, 1)"}
+
     def __post_init__(self):
-        at_least(self, 1, "steps", "batch_size", "save_every", "log_every", "cache_workers", "torch_threads")
-        at_least(self, 0, "lr", "weight_decay", "warmup_steps", "grad_clip", "val_every", "val_episodes",
-                  "loader_workers")
-        require(self.time_beta > 0, f"time_beta must be positive, got {self.time_beta}")
-        require(0.0 <= self.ema < 1.0, f"ema must be at least 0 and below 1, got {self.ema}")
+        check_ranges(self)
 
 
 @dataclass(frozen=True)
@@ -193,9 +202,12 @@ class EvalConfig:
     """End an episode once its outcome is settled (a topple or a disturbed neighbour, which cannot be undone, or
     the piece dropped off the board): the same end, sooner. False runs every failing episode to the limit."""
 
+    RANGES: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("episodes", "envs"), "[1, inf)"),
+        **dict.fromkeys(("seed", "videos", "action_steps", "denoise_steps", "time_power"), "[0, inf)"),
+        "start_spread": "(0, inf)"}
+
     def __post_init__(self):
-        at_least(self, 1, "episodes", "envs")
-        at_least(self, 0, "videos", "action_steps", "denoise_steps", "time_power")
-        require(self.start_spread > 0, f"start_spread must be positive, got {self.start_spread}")
+        check_ranges(self)
         require(self.noise is None or (len(self.noise) == 2 and min(self.noise) > 0),
                  f"noise must be two positive sizes (start, end), got {self.noise}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import ClassVar, Literal
 
-from chess_sim.config.base import RL_TRAIN_SEED, VALIDATION_SEED, at_least, require
+from chess_sim.config.base import RL_TRAIN_SEED, VALIDATION_SEED, check_ranges, require
 
 ALGORITHMS = ("ppo", "filtered")
 """RL algorithms (`rl/algorithms/`): `ppo`, ReinFlow's PPO over the noisy chain; `filtered`, success-filtered flow
@@ -57,10 +57,14 @@ class RunConfig:
     time_power: int = 0
     """p of the time grid t_k = (1 - k/K)^p, saved with the policies; 0: the policy's."""
 
+    RANGES: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("iterations", "episodes", "envs", "val_episodes", "val_every", "save_every",
+                         "torch_threads"), "[1, inf)"),
+        **dict.fromkeys(("minutes", "train_seed", "val_seed", "seed", "report_videos", "action_steps",
+                         "denoise_steps", "time_power"), "[0, inf)")}
+
     def __post_init__(self):
-        at_least(self, 1, "iterations", "episodes", "envs", "val_episodes", "val_every", "save_every",
-                  "torch_threads")
-        at_least(self, 0, "minutes", "report_videos", "action_steps", "denoise_steps", "time_power")
+        check_ranges(self)
 
 
 START_SPREAD_BOUNDS = (0.05, 2.0)
@@ -78,10 +82,10 @@ class StartConfig:
     initial_spread: float = 1.0
     """With `steer`: the spread s a new start begins from."""
 
+    RANGES: ClassVar[dict[str, str]] = {"initial_spread": f"[{START_SPREAD_BOUNDS[0]}, {START_SPREAD_BOUNDS[1]}]"}
+
     def __post_init__(self):
-        low, high = START_SPREAD_BOUNDS
-        require(low <= self.initial_spread <= high,
-                f"initial_spread must be within [{low}, {high}] (a learned start's range), got {self.initial_spread}")
+        check_ranges(self)
 
 
 @dataclass(frozen=True)
@@ -93,9 +97,10 @@ class OptimConfig:
     ema: float = 0.0
     """Decay per step of the weights' average, which validations and saved policies use; 0: none."""
 
+    RANGES: ClassVar[dict[str, str]] = {"max_grad_norm": "(0, inf)", "ema": "[0, 1)"}
+
     def __post_init__(self):
-        require(self.max_grad_norm > 0, f"max_grad_norm must be positive, got {self.max_grad_norm}")
-        require(0.0 <= self.ema < 1.0, f"ema must be in [0, 1), got {self.ema}")
+        check_ranges(self)
 
 
 @dataclass(frozen=True)
@@ -105,9 +110,9 @@ class PPOConfig:
 
     name: ClassVar[str] = "ppo"
     gamma: float = 0.99
-    """Discount per decision (one chunk), in [0, 1]."""
+    """Discount per decision (one chunk)."""
     lam: float = 0.95
-    """GAE lambda, in [0, 1]."""
+    """GAE lambda."""
     epochs: int = 2
     """Passes over the iteration's decisions."""
     minibatch: int = 16
@@ -137,15 +142,14 @@ class PPOConfig:
     spread_noise: float = 0.0
     """With `steer`: tau, each decision's log-spread ~ N(log s, tau^2); 0: none."""
 
+    RANGES: ClassVar[dict[str, str]] = {
+        "gamma": "[0, 1]", "lam": "[0, 1]", "clip": "(0, inf)", "sigma_start": "(0, inf)", "sigma_end": "(0, inf)",
+        **dict.fromkeys(("epochs", "minibatch"), "[1, inf)"),
+        **dict.fromkeys(("vf_coef", "target_kl", "lr", "critic_lr", "critic_warmup", "spread_lr", "spread_head_lr",
+                         "spread_noise"), "[0, inf)")}
+
     def __post_init__(self):
-        at_least(self, 1, "epochs", "minibatch")
-        at_least(self, 0, "vf_coef", "target_kl", "lr", "critic_lr", "critic_warmup", "spread_lr",
-                 "spread_head_lr", "spread_noise")
-        require(0.0 <= self.gamma <= 1.0 and 0.0 <= self.lam <= 1.0,
-                f"gamma and lam must be in [0, 1], got {self.gamma} and {self.lam}")
-        require(self.clip > 0, f"clip must be positive, got {self.clip}")
-        require(self.sigma_start > 0 and self.sigma_end > 0,
-                f"sigma_start and sigma_end must be positive, got {self.sigma_start} and {self.sigma_end}")
+        check_ranges(self)
 
 
 @dataclass(frozen=True)
@@ -175,9 +179,12 @@ class FilteredConfig:
     chain_dtype: ChainDtype = "float32"
     """Precision of the rollouts' chain; fits and validations are float32."""
 
+    RANGES: ClassVar[dict[str, str]] = {
+        **dict.fromkeys(("fit_epochs", "fit_minibatch", "fit_draws", "fit_threads", "group_size"), "[1, inf)"),
+        **dict.fromkeys(("fit_lr", "fit_warmup", "anchor"), "[0, inf)")}
+
     def __post_init__(self):
-        at_least(self, 1, "fit_epochs", "fit_minibatch", "fit_draws", "fit_threads", "group_size")
-        at_least(self, 0, "fit_lr", "fit_warmup", "anchor")
+        check_ranges(self)
         require(self.chain_dtype in CHAIN_DTYPES,
                 f"chain_dtype must be one of {', '.join(CHAIN_DTYPES)}, got {self.chain_dtype!r}")
 
