@@ -125,3 +125,50 @@ def test_training_on_a_recording_with_damaged_facts_is_one_line(facts, demos, tm
     assert main(["train", "--dataset", str(dataset), "--steps", "1", "--out", str(tmp_path / "train")]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "meta/chess_sim.json is damaged" in lines[0], lines
+
+
+def _garbage_inputs(tmp_path, policy):
+    """Each verb with an input file that is garbage: {name: argv}."""
+    (tmp_path / "g.pgn").write_bytes(b"\x00\xff garbage")
+    run = tmp_path / "run"
+    (run / "last").mkdir(parents=True)
+    (run / "args.json").write_text("{")
+    (run / "last" / "rl_state.pt").write_bytes(b"garbage")
+    trained = tmp_path / "trained"
+    (trained / "last").mkdir(parents=True)
+    (trained / "train_args.json").write_text("[]")
+    (trained / "last" / "trainer.pt").write_bytes(b"garbage")
+    evaluation = tmp_path / "evaluation"
+    evaluation.mkdir()
+    (evaluation / "summary.json").write_text("x")
+    (evaluation / "episodes.csv").write_text("x")
+    dataset = tmp_path / "dataset"
+    (dataset / "meta").mkdir(parents=True)
+    (dataset / "meta" / "info.json").write_text("{not json")
+    return {
+        "play: a PGN of bytes": ["play", "--pgn", str(tmp_path / "g.pgn"), "--policy", "expert",
+                                 "--out", str(tmp_path / "p")],
+        "rl: resuming a damaged run": ["rl", "--policy", str(policy), "--out", str(run), "--resume"],
+        "rl-check: a damaged run as the policy": ["rl-check", "--policy", str(run), "--out", str(tmp_path / "c")],
+        "train: resuming a damaged run": ["train", "--dataset", str(dataset), "--out", str(trained), "--resume"],
+        "train: a damaged dataset": ["train", "--dataset", str(dataset), "--out", str(tmp_path / "t")],
+        "eval: comparing damaged evaluations": ["eval", "--compare", str(evaluation), str(evaluation)],
+        "eval: resuming a damaged evaluation": ["eval", "--policy", "expert", "--out", str(evaluation), "--resume"],
+        "record: inspecting a damaged dataset": ["record", "--inspect", str(dataset)],
+        "record: resuming a damaged dataset": ["record", "--out", str(dataset), "--resume"],
+        "play: a damaged policy": ["play", "--pgn", PGN, "--policy", str(run / "last"), "--out", str(tmp_path / "q")],
+    }
+
+
+GARBAGE_CASES = ["play: a PGN of bytes", "rl: resuming a damaged run", "rl-check: a damaged run as the policy",
+                 "train: resuming a damaged run", "train: a damaged dataset", "eval: comparing damaged evaluations",
+                 "eval: resuming a damaged evaluation", "record: inspecting a damaged dataset",
+                 "record: resuming a damaged dataset", "play: a damaged policy"]
+
+
+@pytest.mark.parametrize("case", GARBAGE_CASES)
+def test_a_garbage_input_file_is_one_line_on_every_verb(case, tiny_policy_dir, tmp_path, capsys):
+    argv = _garbage_inputs(tmp_path, tiny_policy_dir)[case]
+    assert main(argv) == 2, case
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("chess-sim: error:"), (case, lines)
