@@ -308,6 +308,15 @@ def cmd_eval(args: argparse.Namespace) -> dict:
     return summary
 
 
+def _policy_kind(policy: Path) -> str | None:
+    """The `kind` a chess-sim policy folder's config.json names (None for anything else: SmolVLA, unreadable)."""
+    config = policy / "config.json"
+    try:
+        return json.loads(config.read_text()).get("kind") if config.is_file() else None
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError, OSError):
+        return None
+
+
 def _rl_config(args: argparse.Namespace) -> tuple[str, RLConfig]:
     """The named profile (by default the policy's: compact for a compact policy, else smolvla), overridden by every
     flag given explicitly; (profile name, config)."""
@@ -315,12 +324,7 @@ def _rl_config(args: argparse.Namespace) -> tuple[str, RLConfig]:
 
     name = args.profile
     if name is None:
-        config = args.policy / "config.json"
-        try:
-            kind = json.loads(config.read_text()).get("kind") if config.is_file() else None
-        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-            kind = None
-        name = "compact" if kind == "compact" else "smolvla"
+        name = "compact" if _policy_kind(args.policy) == "compact" else "smolvla"
     chosen = cli_args.config_from_args(RLProfile, args, base=RL_PROFILES[name])
     for other in ALGORITHMS:
         given = [field for field in algorithm_fields(other) if getattr(args, field, None) is not None]
@@ -346,6 +350,9 @@ def cmd_rl(args: argparse.Namespace) -> dict:
     _check_capacity(cfg.run.envs, args)
     print(f"RL profile: {name}, algorithm {cfg.algorithm.name}"
           + (" (with the flags given)" if _flags_given(args, RLProfile) else ""))
+    if name == "smolvla" and _policy_kind(args.policy) == "compact":
+        print("note: the smolvla profile is sized for SmolVLA on a GPU; this policy is compact, whose own profile "
+              "is --profile compact")
     try:
         return run(args.policy, args.out, cfg, _env(args, args.env_profile), resume=args.resume,
                    backend=cli_args.backend_of(args), profile_name=name, verbose=args.verbose)

@@ -260,6 +260,7 @@ def test_the_profile_is_printed_and_saved_and_every_flag_negates(policy_dir, tmp
     assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "b"), "--profile", "smolvla", "--steer",
                  "--no-push-away", "--no-tensorboard"]) == 0
     assert seen["profile_name"] == "smolvla" and seen["cfg"].start.steer and not seen["cfg"].algorithm.push_away
+    assert "note: the smolvla profile is sized for SmolVLA on a GPU; this policy is compact" in capsys.readouterr().out
     # choosing an algorithm brings its own defaults, the profile's run and start settings stay
     assert main(["rl", "--policy", str(policy_dir), "--out", str(tmp_path / "c"), "--algorithm", "ppo"]) == 0
     assert "RL profile: compact, algorithm ppo" in capsys.readouterr().out
