@@ -58,8 +58,9 @@ def _resize_rows(values: np.ndarray, target: int) -> np.ndarray:
     """(source, M) float32 -> (target, M) float32: `resize_matrix(source, target) @ values`, each band multiplying
     only the inputs it weighs (for 256 -> 96, ~24 of 256: a tenth of the arithmetic). A zero weight adds nothing to a
     running sum, so where the matrix kernel sums each output over its inputs in order, one block, the bands give the
-    whole product's bits: OpenBLAS does for 256 -> 96, the observations' shape (`tests/sim/test_images.py` checks
-    the bits); other shapes may take kernels that sum in another order, and agree to float32 rounding. The order is
+    whole product's bits: OpenBLAS does for 256 -> 96, the observations' shape, on the Intel machines the policies
+    were trained on (`tests/sim/test_images.py` checks the bits); other shapes, and other CPUs (an AMD EPYC's for
+    768 columns), may take kernels that sum in another order, and agree to float32 rounding. The order is
     what matters: sparse-matrix libraries and other summation orders round some resized values the other way,
     which changes outcomes as any change of the observation does."""
     out = np.empty((target, values.shape[1]), dtype=np.float32)
