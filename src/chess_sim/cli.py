@@ -159,7 +159,7 @@ def cmd_scene(args: argparse.Namespace) -> dict:
 
     from chess_sim.sim.env import ChessEnv
 
-    _check_writable_file(args.out)
+    atomic.check_writable(args.out)
     if args.out.suffix.lower() not in IMAGE_SUFFIXES:
         raise UsageError(f"--out {args.out}: expected an image file name ending in {', '.join(IMAGE_SUFFIXES)}")
     env = ChessEnv(_env(args, args.profile))
@@ -424,7 +424,7 @@ def cmd_report(args: argparse.Namespace) -> dict:
     from chess_sim.report.page import ReportError, build_report
 
     if args.out is not None:
-        _check_writable_file(args.out)
+        atomic.check_writable(args.out)
     try:
         page = build_report(args.run, args.out)
     except ReportError as error:
@@ -452,14 +452,6 @@ def _check_capacity(simulators: int, args: argparse.Namespace, flag: str = "--en
             raise UsageError(f"{flag} {simulators}: {error}") from None
 
 
-def _check_writable_file(path: Path) -> None:
-    """An output file must be creatable and writable and, if there, a regular file: checked before any work."""
-    try:
-        atomic.check_writable(path)
-    except atomic.NotWritable as error:
-        raise UsageError(str(error)) from None
-
-
 def _check_output_dir(path: Path) -> None:
     """An output folder must be a folder that can be written (it is created when missing): checked before any work."""
     try:
@@ -472,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if getattr(args, "json", None) is not None:
-            _check_writable_file(args.json)
+            atomic.check_writable(args.json)
         summary = COMMANDS[args.verb](args)
         if getattr(args, "json", None) is not None:
             atomic.write_text(args.json, json.dumps(summary, indent=2, sort_keys=True) + "\n")

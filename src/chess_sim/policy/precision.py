@@ -8,9 +8,8 @@ casts x_k (B, T, C) down and v (B, T, C) back to float32, so the chain's states 
 start and the critic all stay in float32 (the compact policy also computes its attention another way below float32,
 `compact._lowered_attention`). Only the compact policy's chain can be lowered (`check_lowerable`); on a CPU
 without bfloat16 dot products it gains nothing. What changes is the velocity's rounding, hence the actions, and as
-contact-rich episodes amplify such changes, an episode's outcome may differ. On `models/baseline`'s 600 first test scenes
-bfloat16 solved 82.0% against 84.0% (22 vs 34 discordant, McNemar p = 0.14): the same policy within the statistics,
-but not bit for bit, which is why evaluations and validations never use it.
+contact-rich episodes amplify such changes, an episode's outcome may differ: the same policy within the statistics
+(docs/experiments.md, chain precision), but not bit for bit, which is why evaluations and validations never use it.
 """
 
 from __future__ import annotations

@@ -10,11 +10,11 @@ from chess_sim.config import BACKENDS, EnvConfig, RewardConfig
 from chess_sim.sim.vec_env import VecChessEnv
 
 SIMULATOR_MB = 40
-"""Memory of one more local simulator: its MuJoCo model, data and renderers (32 MB measured at the default
-cameras, docs/benchmarks.md), with room for larger frames."""
+"""Memory of one more local simulator: its MuJoCo model, data and renderers, with room for larger frames than the
+default cameras' (the measurement behind it: docs/benchmarks.md)."""
 PROCESS_MB = 1200
-"""Memory of one simulator process before its simulators: Python, MuJoCo, torch and a policy copy (1.1-1.2 GB
-measured with the compact policy deciding in the simulators)."""
+"""Memory of one simulator process before its simulators: Python, MuJoCo, torch and a policy copy (measured with
+the compact policy deciding in the simulators: docs/benchmarks.md)."""
 
 
 def local_capacity(meminfo: Path = Path("/proc/meminfo")) -> int | None:

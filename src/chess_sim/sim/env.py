@@ -138,7 +138,7 @@ class ChessEnv(gym.Env):
     def _checked_options(self, seed, options) -> dict:
         """`reset`'s options, checked: a dict of known keys, a whole non-negative index, a `Task`, an assignment of
         one whole slot per piece of the task; ValueError (one line) otherwise."""
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        if seed is not None and not _whole(seed):
             raise ValueError(f"reset: seed must be a whole number >= 0, got {seed!r}")
         if options is None:
             return {}
@@ -148,15 +148,14 @@ class ChessEnv(gym.Env):
         if unknown:
             raise ValueError(f"reset: unknown option {', '.join(unknown)}; known: {', '.join(self.RESET_OPTIONS)}")
         index = options.get("index")
-        if index is not None and (isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0):
+        if index is not None and not _whole(index):
             raise ValueError(f"reset: options['index'] must be a whole number >= 0, got {index!r}")
         task = options.get("task")
         if task is not None and not isinstance(task, Task):
             raise ValueError(f"reset: options['task'] must be a chess_sim Task, got {type(task).__name__}")
         if "assignment" in options:
             assignment = options["assignment"]
-            whole = isinstance(assignment, (list, tuple)) and all(
-                isinstance(slot, (int, np.integer)) and not isinstance(slot, bool) and slot >= 0 for slot in assignment)
+            whole = isinstance(assignment, (list, tuple)) and all(_whole(slot) for slot in assignment)
             if task is None or not whole or len(assignment) != len(task.pieces):
                 raise ValueError("reset: options['assignment'] needs options['task'] and one whole slot >= 0 per "
                                  "piece of the task")
@@ -213,21 +212,27 @@ class ChessEnv(gym.Env):
 
     def _end_by_policy_error(self) -> tuple[float, bool, bool, dict]:
         """The episode ends, judged `policy_error`, on an action that is NaN or inf: nothing is simulated."""
+        self._require_running()
+        self._ended = True
+        return 0.0, True, False, self._step_info("policy_error", {})
+
+    def _require_running(self) -> None:
         if self._ended:
             raise gym.error.ResetNeeded("the episode has ended (or not begun): call reset() before stepping")
-        self._ended = True
+
+    def _step_info(self, end: str | None, terms: dict[str, float]) -> dict:
+        """A step's `info`: the task's, the end (None while running), the reward terms and the judge's measurements."""
         info = dict(self._info)
-        info.update(end="policy_error", is_success=False, reward_terms={}, measurements=self.judge.measurements(),
-                    steps=self.steps, legs_done=self.leg)
-        return 0.0, True, False, info
+        info.update(end=end, is_success=end == "success", reward_terms=terms, measurements=self.judge.measurements(),
+                    steps=self.steps, legs_done=len(self.task.legs) if end == "success" else self.leg)
+        return info
 
     def _to_ctrl(self, actions: np.ndarray) -> np.ndarray:
         """Joint targets (..., 6) in LeRobot units -> actuator controls in radians, clipped to the limits."""
         return self.units.to_rad(np.clip(actions, self.units.lower, self.units.upper))
 
     def _advance_ctrl(self, ctrl: np.ndarray) -> tuple[float, bool, bool, dict]:
-        if self._ended:
-            raise gym.error.ResetNeeded("the episode has ended (or not begun): call reset() before stepping")
+        self._require_running()
         self.data.ctrl[:] = ctrl
         for _ in range(self.substeps):
             mujoco.mj_step(self.model, self.data)
@@ -250,11 +255,7 @@ class ChessEnv(gym.Env):
         reward, terms = self._reward(end)
         if end == "unstable":  # keep observations finite; the state is meaningless now
             mujoco.mj_resetData(self.model, self.data)
-        info = dict(self._info)
-        info.update(end=end, is_success=end == "success", reward_terms=terms,
-                    measurements=self.judge.measurements(), steps=self.steps,
-                    legs_done=len(legs) if end == "success" else self.leg)
-        return reward, terminated, truncated, info
+        return reward, terminated, truncated, self._step_info(end, terms)
 
     def render(self):
         return self.render_camera("front")
@@ -387,3 +388,8 @@ class ChessEnv(gym.Env):
         image = renderer.render()  # a new array on every call
         self.render_seconds += time.process_time() - started
         return image
+
+
+def _whole(value) -> bool:
+    """A whole number >= 0 (a bool is not one)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0
